@@ -1,0 +1,36 @@
+"""Settings and the error hierarchy: the bottom layer of orchmem."""
+
+from .errors import (
+    BrokerUnavailable,
+    ConfigError,
+    EmbeddingError,
+    IngestRejected,
+    MemoryCorrupt,
+    MemoryDisabled,
+    MemoryNotFound,
+    MemoryValidationError,
+    OrchmemError,
+    ScopeViolation,
+    StorageError,
+)
+from .ids import ORCHESTRATOR_ID_PATTERN, check_orchestrator_id
+from .settings import MemorySettings, Settings, load_settings
+
+__all__ = [
+    "ORCHESTRATOR_ID_PATTERN",
+    "BrokerUnavailable",
+    "ConfigError",
+    "EmbeddingError",
+    "IngestRejected",
+    "MemoryCorrupt",
+    "MemoryDisabled",
+    "MemoryNotFound",
+    "MemorySettings",
+    "MemoryValidationError",
+    "OrchmemError",
+    "ScopeViolation",
+    "Settings",
+    "StorageError",
+    "check_orchestrator_id",
+    "load_settings",
+]

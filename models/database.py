@@ -1,0 +1,391 @@
+"""Opening one orchestrator's memory.db: pragmas, integrity check, schema, fork guard.
+
+``Databases(settings)`` is a per-process registry: one :class:`OrchestratorDB` per
+orchestratorId, created on first use and kept. A handle remembers the process that
+opened it and refuses to be used from another one (a forked worker child must open
+its own: SQLite connections must never cross ``fork``).
+
+Every write is ``db.atomic("IMMEDIATE")``: the write lock is taken at BEGIN, so a
+writer waits up to ``busy_timeout`` instead of failing on a read-to-write upgrade.
+Errors of the driver are turned into ours where they enter: ``StorageError`` for
+locked/full/read-only, ``MemoryCorrupt`` for a damaged file.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import peewee
+from orchmem.config import (
+    MemoryCorrupt,
+    MemoryDisabled,
+    MemorySettings,
+    Settings,
+    StorageError,
+    check_orchestrator_id,
+)
+from peewee import SqliteDatabase
+
+from .memlog import MemoryLog
+from .schema import format_ts, utc_now
+from .tables import (
+    META_ORCHESTRATOR_ID,
+    META_SCHEMA_VERSION,
+    SCHEMA_VERSION,
+    TABLES,
+    MetaRow,
+    create_schema,
+)
+from .workspace import Workspace
+
+logger = logging.getLogger(__name__)
+
+_WAL_MAGIC = (0x377F0682, 0x377F0683)
+_SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+class GuardedSqliteDatabase(SqliteDatabase):
+    """A SqliteDatabase that refuses to hand out a connection in another process."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.owner_pid = os.getpid()
+
+    def _check_process(self) -> None:
+        if os.getpid() != self.owner_pid:
+            raise StorageError(
+                f"database {self.database} was opened in process {self.owner_pid} and used in "
+                f"process {os.getpid()}: SQLite connections must not cross fork; "
+                "open it again in this process"
+            )
+
+    def connection(self) -> Any:
+        self._check_process()
+        return super().connection()
+
+    def cursor(self, named_cursor: Any = None) -> Any:
+        self._check_process()
+        return super().cursor(named_cursor)
+
+    def begin(self, *args: Any, **kwargs: Any) -> Any:
+        self._check_process()
+        return super().begin(*args, **kwargs)
+
+
+@dataclass
+class OrchestratorDB:
+    """One orchestrator's open database in this process, with its log and settings."""
+
+    workspace: Workspace
+    db: GuardedSqliteDatabase
+    log: MemoryLog
+    memory: MemorySettings
+    settings: Settings
+    _local: threading.local = field(default_factory=threading.local, repr=False)
+
+    @property
+    def orchestrator_id(self) -> str:
+        return self.workspace.orchestrator_id
+
+    @contextmanager
+    def bound(self) -> Iterator[None]:
+        """Bind the table classes to this database, in this thread, for the block."""
+        depth = getattr(self._local, "depth", 0)
+        if depth:
+            self._local.depth = depth + 1
+            try:
+                yield
+            finally:
+                self._local.depth = depth
+            return
+        self._local.depth = 1
+        try:
+            with self.db.bind_ctx(TABLES), sqlite_errors(self):
+                yield
+        finally:
+            self._local.depth = 0
+
+    @contextmanager
+    def write(self) -> Iterator[None]:
+        """One IMMEDIATE write transaction, tables bound: commits or rolls back as a whole."""
+        with self.bound(), self.db.atomic("IMMEDIATE"):
+            yield
+
+    @contextmanager
+    def read(self) -> Iterator[None]:
+        """A read transaction: every query in the block sees one snapshot."""
+        with self.bound(), self.db.atomic():
+            yield
+
+    def meta(self, key: str, default: str | None = None) -> str | None:
+        with self.bound():
+            row = MetaRow.get_or_none(MetaRow.key == key)
+            return row.value if row is not None else default
+
+    def close(self) -> None:
+        if os.getpid() == self.db.owner_pid and not self.db.is_closed():
+            self.db.close()
+
+
+@contextmanager
+def sqlite_errors(odb: OrchestratorDB) -> Iterator[None]:
+    """Turn driver errors into StorageError / MemoryCorrupt, naming the orchestrator."""
+    try:
+        yield
+    except peewee.DatabaseError as exc:
+        raise _wrap(odb.workspace, exc) from exc
+    except sqlite3.DatabaseError as exc:
+        raise _wrap(odb.workspace, exc) from exc
+
+
+def _wrap(workspace: Workspace, exc: Exception) -> Exception:
+    text = str(exc)
+    lowered = text.lower()
+    if "malformed" in lowered or "not a database" in lowered or "corrupt" in lowered:
+        return MemoryCorrupt(
+            f"memory.db of orchestrator {workspace.orchestrator_id!r} is damaged ({text}); "
+            f"memory is disabled for it. Run `orchmem check` for details ({workspace.db_path})"
+        )
+    if isinstance(exc, peewee.IntegrityError | sqlite3.IntegrityError):
+        return StorageError(f"integrity constraint failed in {workspace.db_path}: {text}")
+    hint = ""
+    if "locked" in lowered or "busy" in lowered:
+        hint = "; another process held the write lock past busy_timeout_ms"
+    elif "full" in lowered:
+        hint = "; the disk is full: free space, nothing committed was lost"
+    elif "readonly" in lowered or "read-only" in lowered:
+        hint = "; the folder or file is read-only: fix its permissions"
+    return StorageError(
+        f"SQLite error on memory of {workspace.orchestrator_id!r} ({workspace.db_path}): "
+        f"{text}{hint}"
+    )
+
+
+class Databases:
+    """Per-process registry of open orchestrator databases.
+
+    ``open(orchestrator_id)`` returns the cached handle, opening (and on first use
+    creating) the database. A handle made before a ``fork`` is never reused after it.
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._pid = os.getpid()
+        self._open: dict[str, OrchestratorDB] = {}
+        self._lock = threading.Lock()
+
+    def _check_pid(self) -> None:
+        if os.getpid() != self._pid:
+            # Inherited from a parent: forget, do not close (the parent owns them).
+            self._open = {}
+            self._lock = threading.Lock()
+            self._pid = os.getpid()
+
+    def workspace(self, orchestrator_id: str) -> Workspace:
+        return Workspace.for_orchestrator(self.settings, orchestrator_id)
+
+    def open(self, orchestrator_id: str, *, create: bool = True) -> OrchestratorDB | None:
+        """The orchestrator's database, or None when it does not exist and ``create`` is False.
+
+        Raises MemoryDisabled (switched off, or disabled after corruption), MemoryCorrupt
+        (integrity check failed now) or StorageError.
+        """
+        self._check_pid()
+        check_orchestrator_id(orchestrator_id)
+        cached = self._open.get(orchestrator_id)
+        if cached is not None:
+            return cached
+        with self._lock:
+            cached = self._open.get(orchestrator_id)
+            if cached is not None:
+                return cached
+            workspace = self.workspace(orchestrator_id)
+            memory = self.settings.memory_for(orchestrator_id)
+            if not memory.enabled:
+                raise MemoryDisabled(
+                    f"memory is disabled for orchestrator {orchestrator_id!r} by settings "
+                    "(memory.enabled = false)"
+                )
+            check_not_disabled(workspace)
+            if not workspace.db_path.exists():
+                if not create:
+                    return None
+                workspace.ensure()
+                _create_database(workspace, self.settings)
+            odb = OrchestratorDB(
+                workspace=workspace,
+                db=_connect(workspace.db_path, self.settings),
+                log=MemoryLog(
+                    workspace.log_path,
+                    orchestrator_id,
+                    int(self.settings.memory_log_max_mb * 1024 * 1024),
+                    self.settings.memory_log_backups,
+                ),
+                memory=memory,
+                settings=self.settings,
+            )
+            _verify(odb)
+            self._open[orchestrator_id] = odb
+            return odb
+
+    def forget(self, orchestrator_id: str) -> None:
+        """Drop (and close) the cached handle, e.g. after the database was disabled."""
+        self._check_pid()
+        odb = self._open.pop(orchestrator_id, None)
+        if odb is not None:
+            odb.close()
+
+    def close_all(self) -> None:
+        self._check_pid()
+        for orchestrator_id in list(self._open):
+            self.forget(orchestrator_id)
+
+
+def check_not_disabled(workspace: Workspace) -> None:
+    """Raise MemoryDisabled when a corruption marker disables this orchestrator's memory."""
+    marker = workspace.disabled_marker
+    if marker.exists():
+        try:
+            info = json.loads(marker.read_text(encoding="utf-8"))
+            reason = info.get("reason", "unknown reason")
+        except (OSError, ValueError):
+            reason = "unreadable marker"
+        raise MemoryDisabled(
+            f"memory of orchestrator {workspace.orchestrator_id!r} is disabled: {reason}. "
+            f"Inspect {workspace.quarantine_dir}, then delete {marker} to start again"
+        )
+
+
+def pragmas(settings: Settings) -> list[tuple[str, Any]]:
+    return [
+        ("journal_mode", "wal"),
+        ("busy_timeout", settings.worker.busy_timeout_ms),
+        ("foreign_keys", 1),
+        ("synchronous", settings.worker.sqlite_synchronous),
+        ("cache_size", -16_000),  # KiB
+        ("temp_store", "memory"),
+        ("mmap_size", 256 * 1024 * 1024),
+        # Bounds the WAL after a checkpoint: it must not grow without limit under
+        # steady reads (issue 9, "WAL size bounded").
+        ("journal_size_limit", 64 * 1024 * 1024),
+    ]
+
+
+def _connect(path: Path, settings: Settings) -> GuardedSqliteDatabase:
+    return GuardedSqliteDatabase(
+        str(path),
+        pragmas=pragmas(settings),
+        timeout=settings.worker.busy_timeout_ms / 1000,
+        check_same_thread=False,
+    )
+
+
+def _create_database(workspace: Workspace, settings: Settings) -> None:
+    """Build the schema in a side file, then link it into place.
+
+    memory.db therefore never exists half-made: a zero-byte or headerless memory.db is
+    always damage, never a database being created. Two processes creating at once: one
+    link wins, the other discards its copy.
+    """
+    tmp = workspace.memory_dir / f".memory.db.init-{os.getpid()}-{threading.get_ident()}"
+    tmp.unlink(missing_ok=True)
+    db = GuardedSqliteDatabase(str(tmp), pragmas=[("journal_mode", "delete")])
+    try:
+        with db.atomic("IMMEDIATE"):
+            create_schema(db, workspace.orchestrator_id)
+        db.close()
+        os.link(tmp, workspace.db_path)
+    except FileExistsError:
+        pass
+    except (OSError, peewee.DatabaseError) as exc:
+        raise StorageError(
+            f"cannot create {workspace.db_path} for orchestrator "
+            f"{workspace.orchestrator_id!r}: {exc}"
+        ) from exc
+    finally:
+        if not db.is_closed():
+            db.close()
+        tmp.unlink(missing_ok=True)
+
+
+def _verify(odb: OrchestratorDB) -> None:
+    """Integrity and ownership check at open; raises MemoryCorrupt or StorageError."""
+    path = odb.workspace.db_path
+    problem = _header_problem(path)
+    if problem is None:
+        try:
+            with odb.bound():
+                rows = odb.db.execute_sql("PRAGMA quick_check").fetchall()
+                if [r[0] for r in rows] != ["ok"]:
+                    problem = "quick_check: " + "; ".join(str(r[0]) for r in rows[:5])
+                else:
+                    problem = _schema_problem(odb)
+        except MemoryCorrupt as exc:
+            problem = str(exc)
+    if problem is not None:
+        odb.close()
+        raise MemoryCorrupt(
+            f"memory.db of orchestrator {odb.orchestrator_id!r} failed its integrity check: "
+            f"{problem}. Memory is disabled for this orchestrator; the file is at {path}"
+        )
+
+
+def _header_problem(path: Path) -> str | None:
+    try:
+        with path.open("rb") as fh:
+            header = fh.read(100)
+        if len(header) < 100 or not header.startswith(_SQLITE_HEADER):
+            return f"not a SQLite database ({len(header)}-byte header)"
+        wal = path.with_name(path.name + "-wal")
+        if wal.exists() and wal.stat().st_size > 0:
+            with wal.open("rb") as fh:
+                magic = int.from_bytes(fh.read(4), "big")
+            if magic not in _WAL_MAGIC:
+                return f"{wal.name} is not a SQLite write-ahead log"
+    except OSError as exc:
+        raise StorageError(f"cannot read {path}: {exc}") from exc
+    return None
+
+
+def _schema_problem(odb: OrchestratorDB) -> str | None:
+    version = odb.meta(META_SCHEMA_VERSION)
+    owner = odb.meta(META_ORCHESTRATOR_ID)
+    if version is None:
+        return "meta has no schema_version"
+    if int(version) > SCHEMA_VERSION:
+        raise StorageError(
+            f"memory.db of {odb.orchestrator_id!r} has schema {version}, newer than this "
+            f"orchmem ({SCHEMA_VERSION}): upgrade orchmem"
+        )
+    if owner != odb.orchestrator_id:
+        return f"it belongs to orchestrator {owner!r}"
+    return None
+
+
+def quarantine(workspace: Workspace, reason: str) -> Path:
+    """Move a damaged memory.db (and its -wal/-shm) aside and disable the orchestrator.
+
+    Returns the quarantine folder. The next open raises MemoryDisabled until an operator
+    removes the marker.
+    """
+    folder = workspace.quarantine_dir / format_ts(utc_now()).replace(":", "")
+    folder.mkdir(parents=True, exist_ok=True)
+    for suffix in ("", "-wal", "-shm"):
+        src = workspace.db_path.with_name(workspace.db_path.name + suffix)
+        if src.exists():
+            shutil.move(str(src), folder / src.name)
+    marker = {"reason": reason, "at": format_ts(utc_now()), "quarantine": str(folder)}
+    tmp = workspace.disabled_marker.with_suffix(".tmp")
+    tmp.write_text(json.dumps(marker, indent=2), encoding="utf-8")
+    tmp.replace(workspace.disabled_marker)
+    return folder

@@ -1,0 +1,468 @@
+"""Writes to one orchestrator's memory: receipts, memories, sources, edges, embeddings, events.
+
+Every public write here runs inside one ``odb.write()`` transaction, and the task
+receipt that makes it idempotent commits in that same transaction: a redelivered
+task finds the receipt and writes nothing. Memory ids are derived from the
+idempotency key and the candidate's position, so even a replay after its receipt was
+garbage-collected lands on the same ids instead of creating copies.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from orchmem.config import MemoryNotFound, MemoryValidationError, StorageError
+from peewee import JOIN
+
+from .database import OrchestratorDB
+from .embedding import vector_to_blob
+from .schema import (
+    CapturedBy,
+    EdgeInput,
+    EdgeType,
+    MemoryEdge,
+    MemoryInput,
+    MemoryNode,
+    MemoryType,
+    Source,
+    SourceType,
+    Status,
+    check_memory_id,
+    content_fingerprint,
+    derive_id,
+    format_ts,
+    utc_now,
+)
+from .tables import (
+    META_EMBEDDING_DELETES,
+    META_EMBEDDING_SEQ,
+    META_EVENT_WATERMARK,
+    DeadLetterRow,
+    MemoryEdgeRow,
+    MemoryEmbeddingRow,
+    MemoryEventRow,
+    MemoryRow,
+    MemorySourceRow,
+    MetaRow,
+    TaskReceiptRow,
+)
+
+logger = logging.getLogger(__name__)
+
+RECEIPT_STARTED = "started"
+RECEIPT_DONE = "done"
+RECEIPT_REJECTED = "rejected"
+RECEIPT_DEAD = "dead"
+FINAL_RECEIPTS = frozenset({RECEIPT_DONE, RECEIPT_REJECTED, RECEIPT_DEAD})
+
+
+# ---------------------------------------------------------------------------- receipts
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """What the receipt table knew when a task was delivered."""
+
+    key: str
+    deliveries: int
+    status: str
+    result: dict[str, Any] | None
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINAL_RECEIPTS
+
+
+def record_delivery(odb: OrchestratorDB, key: str, task: str) -> Delivery:
+    """Count one more delivery of ``key`` (committed at once, so crashes are counted too)."""
+    now = format_ts(utc_now())
+    with odb.write():
+        row = TaskReceiptRow.get_or_none(TaskReceiptRow.key == key)
+        if row is None:
+            row = TaskReceiptRow.create(key=key, task=task, status=RECEIPT_STARTED,
+                                        deliveries=1, first_seen_at=now, updated_at=now)
+        elif row.status not in FINAL_RECEIPTS:
+            row.deliveries += 1
+            row.updated_at = now
+            row.save()
+        result = json.loads(row.result) if row.result else None
+        return Delivery(key=key, deliveries=row.deliveries, status=row.status, result=result)
+
+
+def release_delivery(odb: OrchestratorDB, key: str) -> None:
+    """Undo the count of a delivery that ended in a handled error (not a crash)."""
+    try:
+        with odb.write():
+            (TaskReceiptRow.update(deliveries=TaskReceiptRow.deliveries - 1)
+             .where(TaskReceiptRow.key == key, TaskReceiptRow.deliveries > 0,
+                    TaskReceiptRow.status.not_in(list(FINAL_RECEIPTS))).execute())
+    except StorageError as exc:
+        logger.warning("could not release delivery of %s: %s", key, exc)
+
+
+def finish_receipt(key: str, status: str, result: dict[str, Any]) -> None:
+    """Store the outcome of ``key``; call inside the transaction that wrote the data."""
+    now = format_ts(utc_now())
+    updated = (TaskReceiptRow.update(status=status, result=json.dumps(result), updated_at=now)
+               .where(TaskReceiptRow.key == key).execute())
+    if not updated:
+        TaskReceiptRow.create(key=key, task=result.get("task", "?"), status=status,
+                              result=json.dumps(result), deliveries=1,
+                              first_seen_at=now, updated_at=now)
+
+
+def reject_task(odb: OrchestratorDB, key: str, result: dict[str, Any]) -> None:
+    """Record that ``key`` was rejected (bad payload): a redelivery returns the same error."""
+    with odb.write():
+        finish_receipt(key, RECEIPT_REJECTED, result)
+
+
+def dead_letter(odb: OrchestratorDB, key: str, task: str, payload: dict[str, Any],
+                deliveries: int, error: str) -> None:
+    """Park a task that failed ``deliveries`` times; ``orchmem deadletter`` lists and retries it."""
+    now = format_ts(utc_now())
+    result = {"ok": False, "task": task, "error": {"error": "dead_letter", "message": error}}
+    with odb.write():
+        (DeadLetterRow.insert(key=key, task=task, payload=json.dumps(payload),
+                              deliveries=deliveries, error=error, at=now)
+         .on_conflict_replace().execute())
+        finish_receipt(key, RECEIPT_DEAD, result)
+        add_event("dead_letter", [], after={"key": key, "task": task, "deliveries": deliveries},
+                  reason=error, actor="system", key=key)
+
+
+# ---------------------------------------------------------------------------- events
+
+
+def add_event(op: str, memory_ids: Sequence[str], *, before: Any = None, after: Any = None,
+              reason: str | None = None, actor: str = "system", key: str | None = None) -> int:
+    """Append one audit row; call inside a write transaction. Returns its id (the watermark)."""
+    row = MemoryEventRow.create(
+        op=op,
+        memory_ids=json.dumps(list(memory_ids)),
+        before=json.dumps(before) if before is not None else None,
+        after=json.dumps(after) if after is not None else None,
+        reason=reason,
+        actor=actor,
+        idempotency_key=key,
+        at=format_ts(utc_now()),
+    )
+    set_meta(META_EVENT_WATERMARK, str(row.id))
+    return int(row.id)
+
+
+def set_meta(key: str, value: str) -> None:
+    MetaRow.insert(key=key, value=value).on_conflict_replace().execute()
+
+
+def _bump_meta(key: str) -> int:
+    row = MetaRow.get_or_none(MetaRow.key == key)
+    value = int(row.value) + 1 if row else 1
+    set_meta(key, str(value))
+    return value
+
+
+# ---------------------------------------------------------------------------- writes
+
+
+@dataclass
+class WriteOutcome:
+    """Ids written by one write-back, in candidate order."""
+
+    memory_ids: list[str] = field(default_factory=list)
+    created: list[str] = field(default_factory=list)
+    reinforced: list[str] = field(default_factory=list)
+    edge_ids: list[str] = field(default_factory=list)
+    embedded: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "memoryIds": self.memory_ids,
+            "created": self.created,
+            "reinforced": self.reinforced,
+            "edgeIds": self.edge_ids,
+            "embedded": self.embedded,
+        }
+
+
+def insert_memory(odb: OrchestratorDB, memory_id: str, memory: MemoryInput, *, key: str,
+                  fingerprint: str | None = None) -> MemoryRow:
+    """Insert a new active memory and its first source row (inside a write transaction)."""
+    now = utc_now()
+    created = format_ts(memory.created_at or now)
+    src = memory.source
+    row = MemoryRow.create(
+        memory_id=memory_id,
+        type=memory.type.value,
+        importance=memory.importance,
+        content=memory.content,
+        summary=memory.summary_or_default,
+        confidence=memory.confidence,
+        status=Status.ACTIVE.value,
+        source_type=src.source_type.value,
+        source_path=src.source_path,
+        conversation_id=src.conversation_id,
+        workflow_run_id=src.workflow_run_id,
+        step_id=src.step_id,
+        captured_by=src.captured_by.value,
+        fingerprint=fingerprint or content_fingerprint(memory.type.value, memory.content),
+        created_at=created,
+        updated_at=format_ts(now),
+    )
+    add_source(memory_id, src, key=key, at=created)
+    return row
+
+
+def add_source(memory_id: str, src: Source, *, key: str | None, at: str | None = None) -> None:
+    MemorySourceRow.create(
+        memory=memory_id,
+        source_type=src.source_type.value,
+        source_path=src.source_path,
+        conversation_id=src.conversation_id,
+        workflow_run_id=src.workflow_run_id,
+        step_id=src.step_id,
+        captured_by=src.captured_by.value,
+        task_key=key,
+        captured_at=at or format_ts(utc_now()),
+    )
+
+
+def reinforce(row: MemoryRow, memory: MemoryInput, *, key: str) -> None:
+    """Strengthen an existing memory restated by ``memory`` (inside a write transaction).
+
+    Confidence moves halfway toward certainty by the new evidence's confidence
+    (``c + (1 - c) * c_new / 2``), importance takes the higher of the two, and the
+    restatement is recorded as one more source row.
+    """
+    before = {"confidence": row.confidence, "importance": row.importance}
+    gained = (1 - row.confidence) * memory.confidence / 2
+    row.confidence = round(min(1.0, row.confidence + gained), 6)
+    row.importance = max(row.importance, memory.importance)
+    row.reinforcements += 1
+    row.updated_at = format_ts(utc_now())
+    row.save()
+    add_source(row.memory_id, memory.source, key=key)
+    add_event("reinforce", [row.memory_id], before=before,
+              after={"confidence": row.confidence, "importance": row.importance},
+              actor=memory.source.captured_by.value, key=key)
+
+
+def store_embeddings(ids_and_vectors: Iterable[tuple[str, np.ndarray]], embedder: str) -> int:
+    """Upsert vectors (inside a write transaction); each gets a new change seq."""
+    now = format_ts(utc_now())
+    count = 0
+    for memory_id, vector in ids_and_vectors:
+        seq = _bump_meta(META_EMBEDDING_SEQ)
+        (MemoryEmbeddingRow.insert(memory=memory_id, embedder=embedder, dim=int(vector.shape[0]),
+                                   vector=vector_to_blob(vector), seq=seq, updated_at=now)
+         .on_conflict_replace().execute())
+        count += 1
+    return count
+
+
+def delete_embedding(memory_id: str) -> None:
+    if MemoryEmbeddingRow.delete().where(MemoryEmbeddingRow.memory == memory_id).execute():
+        _bump_meta(META_EMBEDDING_DELETES)
+
+
+def insert_edge(odb: OrchestratorDB, edge: EdgeInput, *, from_id: str, to_id: str, key: str | None,
+                actor: str) -> str:
+    """Create (or keep) an edge between two memories of this orchestrator."""
+    for end in (from_id, to_id):
+        check_memory_id(end, odb.orchestrator_id, where="edge")
+        if not MemoryRow.select().where(MemoryRow.memory_id == end).exists():
+            raise MemoryNotFound(f"edge end {end} is not a memory of {odb.orchestrator_id!r}")
+    edge_id = derive_id("e", odb.orchestrator_id, from_id, to_id, edge.edge_type.value)
+    inserted = (MemoryEdgeRow.insert(
+        edge_id=edge_id, from_memory=from_id, to_memory=to_id, edge_type=edge.edge_type.value,
+        weight=edge.weight, reason=edge.reason, created_at=format_ts(utc_now()),
+    ).on_conflict_ignore().execute())
+    if inserted:
+        add_event("link", [from_id, to_id],
+                  after={"edgeId": edge_id, "edgeType": edge.edge_type.value,
+                         "weight": edge.weight},
+                  reason=edge.reason, actor=actor, key=key)
+    return edge_id
+
+
+def write_memories(
+    odb: OrchestratorDB,
+    *,
+    key: str,
+    task: str,
+    memories: Sequence[MemoryInput],
+    edges: Sequence[EdgeInput] = (),
+    vectors: Sequence[np.ndarray | None] | None = None,
+    embedder: str | None = None,
+    extra_result: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Upsert ``memories`` and ``edges`` with the receipt for ``key``, in one transaction.
+
+    A candidate whose type and normalized content already exist as an active memory
+    reinforces it instead of creating a copy. Returns the task result (also stored in
+    the receipt). Raises MemoryValidationError for edges naming unknown keys,
+    MemoryNotFound / ScopeViolation for edges to memories this orchestrator lacks.
+    """
+    outcome = WriteOutcome()
+    with odb.write():
+        receipt = TaskReceiptRow.get_or_none(TaskReceiptRow.key == key)
+        if receipt is not None and receipt.status in FINAL_RECEIPTS and receipt.result:
+            stored: dict[str, Any] = json.loads(receipt.result)
+            return {**stored, "duplicate": True}
+        local: dict[str, str] = {}
+        new_vectors: list[tuple[str, np.ndarray]] = []
+        for index, memory in enumerate(memories):
+            fingerprint = content_fingerprint(memory.type.value, memory.content)
+            existing = (MemoryRow.select()
+                        .where(MemoryRow.type == memory.type.value,
+                               MemoryRow.fingerprint == fingerprint,
+                               MemoryRow.status == Status.ACTIVE.value)
+                        .order_by(MemoryRow.id).first())
+            if existing is not None:
+                if existing.memory_id not in outcome.memory_ids:
+                    reinforce(existing, memory, key=key)
+                memory_id = existing.memory_id
+                outcome.reinforced.append(memory_id)
+            else:
+                memory_id = derive_id("m", odb.orchestrator_id, key, index)
+                if MemoryRow.get_or_none(MemoryRow.memory_id == memory_id) is None:
+                    insert_memory(odb, memory_id, memory, key=key, fingerprint=fingerprint)
+                    add_event("create", [memory_id],
+                              after={"type": memory.type.value, "importance": memory.importance,
+                                     "confidence": memory.confidence},
+                              actor=memory.source.captured_by.value, key=key)
+                    outcome.created.append(memory_id)
+                    vector = vectors[index] if vectors is not None else None
+                    if vector is not None:
+                        new_vectors.append((memory_id, vector))
+            outcome.memory_ids.append(memory_id)
+            if memory.key:
+                local[memory.key] = memory_id
+        if new_vectors and embedder:
+            outcome.embedded = store_embeddings(new_vectors, embedder)
+        for index, edge in enumerate(edges):
+            from_id = _resolve_end(edge.from_memory_id, local, f"edges.{index}.fromMemoryId")
+            to_id = _resolve_end(edge.to_memory_id, local, f"edges.{index}.toMemoryId")
+            outcome.edge_ids.append(
+                insert_edge(odb, edge, from_id=from_id, to_id=to_id, key=key, actor="system"))
+        result = {"ok": True, "task": task, "orchestratorId": odb.orchestrator_id,
+                  "idempotencyKey": key, **outcome.to_dict(), **(extra_result or {})}
+        finish_receipt(key, RECEIPT_DONE, result)
+    return {**result, "duplicate": False}
+
+
+def _resolve_end(ref: str, local: dict[str, str], where: str) -> str:
+    if ref in local:
+        return local[ref]
+    if ref.startswith("m-"):
+        return ref
+    message = f"{where}: {ref!r} is neither a memoryId nor the key of a memory in this request"
+    raise MemoryValidationError(message, [{"path": where, "message": message}])
+
+
+# ---------------------------------------------------------------------------- reads
+
+
+def row_to_node(row: MemoryRow, orchestrator_id: str) -> MemoryNode:
+    return MemoryNode.model_construct(
+        memory_id=row.memory_id,
+        orchestrator_id=orchestrator_id,
+        type=MemoryType(row.type),
+        importance=row.importance,
+        content=row.content,
+        summary=row.summary,
+        confidence=row.confidence,
+        source=Source.model_construct(
+            source_type=SourceType(row.source_type), source_path=row.source_path,
+            conversation_id=row.conversation_id, workflow_run_id=row.workflow_run_id,
+            step_id=row.step_id, captured_by=CapturedBy(row.captured_by),
+        ),
+        status=Status(row.status),
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+def row_to_edge(row: MemoryEdgeRow) -> MemoryEdge:
+    return MemoryEdge.model_construct(
+        edge_id=row.edge_id,
+        from_memory_id=row.from_memory_id,  # type: ignore[attr-defined]
+        to_memory_id=row.to_memory_id,  # type: ignore[attr-defined]
+        edge_type=EdgeType(row.edge_type),
+        weight=row.weight,
+        reason=row.reason,
+        created_at=row.created_at,
+    )
+
+
+def list_memories(odb: OrchestratorDB, *, status: Status | None = Status.ACTIVE,
+                  types: Sequence[str] | None = None, limit: int = 100,
+                  offset: int = 0) -> list[MemoryNode]:
+    """Memories newest first, filtered by status (None = any) and types."""
+    with odb.read():
+        query = MemoryRow.select().where(MemoryRow.forgotten == 0)
+        if status is not None:
+            query = query.where(MemoryRow.status == status.value)
+        if types:
+            query = query.where(MemoryRow.type.in_(list(types)))
+        query = query.order_by(MemoryRow.created_at.desc(), MemoryRow.memory_id).limit(limit)
+        return [row_to_node(r, odb.orchestrator_id) for r in query.offset(offset)]
+
+
+def edges_touching(memory_ids: Sequence[str]) -> list[MemoryEdgeRow]:
+    """Edges with at least one end in ``memory_ids`` (inside a bound block)."""
+    if not memory_ids:
+        return []
+    ids = list(memory_ids)
+    return list(MemoryEdgeRow.select()
+                .where(MemoryEdgeRow.from_memory.in_(ids) | MemoryEdgeRow.to_memory.in_(ids))
+                .order_by(MemoryEdgeRow.edge_id))
+
+
+def stats(odb: OrchestratorDB) -> dict[str, Any]:
+    """Counts per type and status, embeddings missing, edges, events, receipts, sizes."""
+    with odb.read():
+        by_type: dict[str, dict[str, int]] = {}
+        sql = odb.db.execute_sql
+        for memory_type, status, n in sql(
+                "SELECT type, status, count(*) FROM memories GROUP BY type, status"):
+            by_type.setdefault(memory_type, {})[status] = n
+        by_status: dict[str, int] = {}
+        for counts in by_type.values():
+            for status, n in counts.items():
+                by_status[status] = by_status.get(status, 0) + n
+        missing = (MemoryRow.select()
+                   .join(MemoryEmbeddingRow, on=(MemoryEmbeddingRow.memory == MemoryRow.memory_id),
+                         join_type=JOIN.LEFT_OUTER)
+                   .where(MemoryEmbeddingRow.memory.is_null(), MemoryRow.forgotten == 0)
+                   .count())
+        last_event = MemoryEventRow.select().order_by(MemoryEventRow.id.desc()).first()
+        return {
+            "orchestratorId": odb.orchestrator_id,
+            "memories": sum(by_status.values()),
+            "byStatus": by_status,
+            "byType": by_type,
+            "edges": MemoryEdgeRow.select().count(),
+            "embeddingsMissing": missing,
+            "embedders": dict(sql(
+                "SELECT embedder, count(*) FROM memory_embeddings GROUP BY embedder")),
+            "events": MemoryEventRow.select().count(),
+            "lastEventAt": last_event.at if last_event else None,
+            "receipts": TaskReceiptRow.select().count(),
+            "deadLetters": DeadLetterRow.select().count(),
+            "dbBytes": odb.workspace.db_path.stat().st_size,
+            "walBytes": _size(odb.workspace.db_path.with_name("memory.db-wal")),
+        }
+
+
+def _size(path: Any) -> int:
+    try:
+        return int(path.stat().st_size)
+    except OSError:
+        return 0
+

@@ -1,0 +1,244 @@
+"""Peewee tables of one orchestrator's memory.db, and the DDL Peewee cannot express.
+
+The model classes are declared once and bound to an orchestrator's database per
+thread (``ThreadSafeDatabaseMetadata`` + ``bind_ctx``), so two threads serving two
+orchestrators never share a binding. Unbound, a query fails: nothing can fall through
+to a default database.
+
+``memory_fts`` is an FTS5 external-content table over ``memories(content, summary)``,
+kept in sync by triggers inside the same transaction as the row it indexes.
+"""
+
+from __future__ import annotations
+
+from peewee import (
+    AutoField,
+    BlobField,
+    CharField,
+    Database,
+    FloatField,
+    ForeignKeyField,
+    IntegerField,
+    Model,
+    TextField,
+)
+from playhouse.shortcuts import ThreadSafeDatabaseMetadata
+
+#: Bump when the DDL changes, and add the step to ``MIGRATIONS``.
+SCHEMA_VERSION = 1
+
+#: Porter stemming over unicode61 with diacritics folded: "café" matches "cafe",
+#: "running" matches "run".
+FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
+
+
+class _Table(Model):
+    class Meta:
+        model_metadata_class = ThreadSafeDatabaseMetadata
+        legacy_table_names = False
+
+
+class MemoryRow(_Table):
+    id = AutoField()  # the rowid memory_fts points at
+    memory_id = CharField(unique=True)
+    type = CharField()
+    importance = IntegerField()
+    content = TextField()
+    summary = TextField()
+    confidence = FloatField()
+    status = CharField(default="active")
+    source_type = CharField()
+    source_path = TextField(null=True)
+    conversation_id = CharField(null=True)
+    workflow_run_id = CharField(null=True)
+    step_id = CharField(null=True)
+    captured_by = CharField()
+    fingerprint = CharField()
+    reinforcements = IntegerField(default=0)
+    forgotten = IntegerField(default=0)
+    created_at = CharField()
+    updated_at = CharField()
+
+    class Meta:
+        table_name = "memories"
+        indexes = (
+            (("type", "fingerprint"), False),
+            (("status", "type"), False),
+            (("updated_at",), False),
+        )
+
+
+class MemorySourceRow(_Table):
+    id = AutoField()
+    memory = ForeignKeyField(MemoryRow, field="memory_id", column_name="memory_id",
+                             on_delete="CASCADE", backref="sources")
+    source_type = CharField()
+    source_path = TextField(null=True)
+    conversation_id = CharField(null=True)
+    workflow_run_id = CharField(null=True)
+    step_id = CharField(null=True)
+    captured_by = CharField()
+    task_key = CharField(null=True)
+    captured_at = CharField()
+
+    class Meta:
+        table_name = "memory_sources"
+
+
+class MemoryEdgeRow(_Table):
+    edge_id = CharField(primary_key=True)
+    from_memory = ForeignKeyField(MemoryRow, field="memory_id", column_name="from_memory_id",
+                                  on_delete="CASCADE", backref="edges_out")
+    to_memory = ForeignKeyField(MemoryRow, field="memory_id", column_name="to_memory_id",
+                                on_delete="CASCADE", backref="edges_in")
+    edge_type = CharField()
+    weight = FloatField()
+    reason = TextField(null=True)
+    created_at = CharField()
+
+    class Meta:
+        table_name = "memory_edges"
+        indexes = (
+            (("from_memory", "to_memory", "edge_type"), True),
+            (("to_memory",), False),
+        )
+
+
+class MemoryEmbeddingRow(_Table):
+    memory = ForeignKeyField(MemoryRow, field="memory_id", column_name="memory_id",
+                             primary_key=True, on_delete="CASCADE")
+    embedder = CharField()
+    dim = IntegerField()
+    vector = BlobField()
+    #: Change sequence: readers load only rows with a higher seq than they hold.
+    seq = IntegerField(index=True)
+    updated_at = CharField()
+
+    class Meta:
+        table_name = "memory_embeddings"
+
+
+class MemoryEventRow(_Table):
+    """Append-only audit of every change (op, ids, before/after, reason, actor, key)."""
+
+    id = AutoField()
+    op = CharField()
+    memory_ids = TextField()  # JSON list
+    before = TextField(null=True)  # JSON
+    after = TextField(null=True)  # JSON
+    reason = TextField(null=True)
+    actor = CharField()
+    idempotency_key = CharField(null=True)
+    at = CharField()
+
+    class Meta:
+        table_name = "memory_events"
+
+
+class TaskReceiptRow(_Table):
+    """Idempotency key → outcome, committed with the data it describes."""
+
+    key = CharField(primary_key=True)
+    task = CharField()
+    status = CharField()  # started | done | rejected | dead
+    result = TextField(null=True)  # JSON
+    deliveries = IntegerField(default=0)
+    first_seen_at = CharField()
+    updated_at = CharField(index=True)
+
+    class Meta:
+        table_name = "task_receipts"
+
+
+class IngestManifestRow(_Table):
+    id = AutoField()
+    file_name = TextField()
+    sha256 = CharField(index=True)
+    size = IntegerField()
+    outcome = CharField()  # ingested | rejected | duplicate
+    memory_ids = TextField()  # JSON list
+    reason = CharField(null=True)
+    detail = TextField(null=True)
+    at = CharField()
+
+    class Meta:
+        table_name = "ingest_manifest"
+
+
+class DeadLetterRow(_Table):
+    """A task that could not finish after ``max_deliveries``: kept for inspection and retry."""
+
+    key = CharField(primary_key=True)
+    task = CharField()
+    payload = TextField()  # JSON kwargs of the task
+    deliveries = IntegerField()
+    error = TextField(null=True)
+    at = CharField()
+
+    class Meta:
+        table_name = "dead_letters"
+
+
+class MetaRow(_Table):
+    key = CharField(primary_key=True)
+    value = TextField()
+
+    class Meta:
+        table_name = "meta"
+
+
+TABLES: tuple[type[Model], ...] = (
+    MemoryRow,
+    MemorySourceRow,
+    MemoryEdgeRow,
+    MemoryEmbeddingRow,
+    MemoryEventRow,
+    TaskReceiptRow,
+    IngestManifestRow,
+    DeadLetterRow,
+    MetaRow,
+)
+
+FTS_DDL = (
+    f"""CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5(
+        content, summary, content='memories', content_rowid='id',
+        tokenize='{FTS_TOKENIZER}')""",
+    """CREATE TRIGGER IF NOT EXISTS memories_fts_insert AFTER INSERT ON memories BEGIN
+        INSERT INTO memory_fts(rowid, content, summary) VALUES (new.id, new.content, new.summary);
+    END""",
+    """CREATE TRIGGER IF NOT EXISTS memories_fts_delete AFTER DELETE ON memories BEGIN
+        INSERT INTO memory_fts(memory_fts, rowid, content, summary)
+        VALUES ('delete', old.id, old.content, old.summary);
+    END""",
+    """CREATE TRIGGER IF NOT EXISTS memories_fts_update AFTER UPDATE OF content, summary
+    ON memories BEGIN
+        INSERT INTO memory_fts(memory_fts, rowid, content, summary)
+        VALUES ('delete', old.id, old.content, old.summary);
+        INSERT INTO memory_fts(rowid, content, summary) VALUES (new.id, new.content, new.summary);
+    END""",
+)
+
+#: meta keys
+META_SCHEMA_VERSION = "schema_version"
+META_ORCHESTRATOR_ID = "orchestrator_id"
+META_EMBEDDING_SEQ = "embedding_seq"
+META_EMBEDDING_DELETES = "embedding_deletes"
+META_EVENT_WATERMARK = "event_watermark"
+
+
+def create_schema(db: Database, orchestrator_id: str) -> None:
+    """Create every table, index, FTS table and trigger; record version and owner.
+
+    Call inside a write transaction on a new file.
+    """
+    with db.bind_ctx(TABLES):
+        db.create_tables(TABLES, safe=True)
+        for statement in FTS_DDL:
+            db.execute_sql(statement)
+        for key, value in (
+            (META_SCHEMA_VERSION, str(SCHEMA_VERSION)),
+            (META_ORCHESTRATOR_ID, orchestrator_id),
+            (META_EMBEDDING_SEQ, "0"),
+            (META_EMBEDDING_DELETES, "0"),
+        ):
+            MetaRow.insert(key=key, value=value).on_conflict_ignore().execute()

@@ -1,0 +1,127 @@
+"""An orchestrator's folders, and the rule for paths that may be cited as sources.
+
+Layout under the runtime root (SPEC.md "Runtime Filesystem Layout")::
+
+    memory/memory.db            SQLite (WAL)
+    memory/outbox.db            client-side outbox of published requests
+    memory/ingest/              drop zone; processed/ and rejected/ below it
+    memory/bulletins/           latest.json + latest.md
+    memory/logs/memory.log      JSON lines
+    memory/quarantine/          corrupt databases kept aside for inspection
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchmem.config import MemoryValidationError, ScopeViolation, Settings, check_orchestrator_id
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """The folders of one orchestrator, and the roots its sources may live under."""
+
+    orchestrator_id: str
+    runtime_root: Path
+    shared_paths: tuple[Path, ...] = ()
+
+    @classmethod
+    def for_orchestrator(cls, settings: Settings, orchestrator_id: str) -> Workspace:
+        check_orchestrator_id(orchestrator_id)
+        return cls(
+            orchestrator_id=orchestrator_id,
+            runtime_root=settings.runtime_root(orchestrator_id),
+            shared_paths=tuple(settings.shared_paths(orchestrator_id)),
+        )
+
+    @property
+    def memory_dir(self) -> Path:
+        return self.runtime_root / "memory"
+
+    @property
+    def db_path(self) -> Path:
+        return self.memory_dir / "memory.db"
+
+    @property
+    def outbox_path(self) -> Path:
+        return self.memory_dir / "outbox.db"
+
+    @property
+    def ingest_dir(self) -> Path:
+        return self.memory_dir / "ingest"
+
+    @property
+    def processed_dir(self) -> Path:
+        return self.ingest_dir / "processed"
+
+    @property
+    def rejected_dir(self) -> Path:
+        return self.ingest_dir / "rejected"
+
+    @property
+    def bulletins_dir(self) -> Path:
+        return self.memory_dir / "bulletins"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.memory_dir / "logs"
+
+    @property
+    def log_path(self) -> Path:
+        return self.logs_dir / "memory.log"
+
+    @property
+    def quarantine_dir(self) -> Path:
+        return self.memory_dir / "quarantine"
+
+    @property
+    def disabled_marker(self) -> Path:
+        return self.memory_dir / "DISABLED.json"
+
+    def ensure(self) -> None:
+        """Create the folder layout (idempotent)."""
+        for folder in (
+            self.ingest_dir,
+            self.processed_dir,
+            self.rejected_dir,
+            self.bulletins_dir,
+            self.logs_dir,
+        ):
+            folder.mkdir(parents=True, exist_ok=True)
+
+    def allowed_roots(self) -> list[str]:
+        return [os.path.realpath(p) for p in (self.runtime_root, *self.shared_paths)]
+
+    def canonical_source_path(self, raw: object, where: str = "source.sourcePath") -> str:
+        """Resolve ``raw`` to its absolute canonical path, inside this workspace.
+
+        Raises MemoryValidationError for a value that is not an absolute path, and
+        ScopeViolation when the canonical path (symlinks and ``..`` resolved) leaves the
+        orchestrator's runtime root and its shared-workspace allowlist.
+        """
+        if not isinstance(raw, str) or not raw:
+            raise _invalid(where, "must be a non-empty string")
+        if "\x00" in raw or len(raw) > 4096:
+            raise _invalid(where, "must not contain NUL bytes or exceed 4096 characters")
+        if not os.path.isabs(raw):
+            raise _invalid(where, f"must be an absolute path, got {raw[:200]!r}")
+        canonical = os.path.realpath(raw)
+        if not is_within(canonical, self.allowed_roots()):
+            raise ScopeViolation(
+                f"{where} {raw[:200]!r} resolves to {canonical[:200]!r}, outside the workspace of "
+                f"orchestrator {self.orchestrator_id!r} ({self.runtime_root}); "
+                "cite files inside it or add their folder to shared_paths"
+            )
+        return canonical
+
+
+def is_within(path: str, roots: Iterable[str]) -> bool:
+    """True when the canonical ``path`` is one of ``roots`` or below one of them."""
+    return any(path == root or path.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
+
+
+def _invalid(where: str, message: str) -> MemoryValidationError:
+    return MemoryValidationError(f"{where}: {message}", [{"path": where, "message": message}])

@@ -1,0 +1,81 @@
+"""Session fixtures: a real Redis server, a real worker, the real MiniLM model.
+
+Each group of tests that needs its own worker gets its own Redis database number,
+so workers never answer each other's pings or take each other's tasks.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from orchmem.config import Settings
+from orchmem.models.embedding import Embedder, get_embedder
+from orchmem.worker.app import OrchmemCelery, create_app
+from orchmem_testing import RedisServer, WorkerProcess, make_settings, unique_id
+
+_db_numbers = itertools.count(1)
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    server = RedisServer(tmp_path_factory.mktemp("redis")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def session_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("root")
+
+
+def fresh_db_url(server: RedisServer) -> str:
+    """A Redis database number of its own (1..15), emptied first."""
+    number = next(_db_numbers)
+    if number > 15:
+        raise RuntimeError("more than 15 isolated worker groups in one session")
+    server.client(number).flushdb()
+    return f"{server.url}/{number}"
+
+
+@pytest.fixture(scope="session")
+def settings(session_root: Path, redis_server: RedisServer) -> Settings:
+    """Settings of the shared session worker: short visibility timeout, 2 shards."""
+    return make_settings(session_root, fresh_db_url(redis_server),
+                         worker={"visibility_timeout_s": 5, "wait_timeout_s": 60})
+
+
+@pytest.fixture(scope="session")
+def app(settings: Settings) -> OrchmemCelery:
+    return create_app(settings)
+
+
+@pytest.fixture(scope="session")
+def worker(settings: Settings, app: OrchmemCelery) -> Iterator[WorkerProcess]:
+    """One real worker process for every shard, shared by the session."""
+    process = WorkerProcess(settings).start(app)
+    yield process
+    process.stop()
+
+
+@pytest.fixture(scope="session")
+def embedder(settings: Settings) -> Embedder:
+    """The real all-MiniLM-L6-v2, loaded once per session."""
+    return get_embedder(settings.embedding)
+
+
+@pytest.fixture
+def orch_id(request: pytest.FixtureRequest) -> str:
+    return unique_id(request.node.name.removeprefix("test_"))
+
+
+@pytest.fixture
+def isolated(tmp_path: Path, redis_server: RedisServer):  # type: ignore[no-untyped-def]
+    """A factory of settings with their own root and their own Redis database."""
+
+    def factory(**overrides: object) -> Settings:
+        return make_settings(tmp_path / "root", fresh_db_url(redis_server), **overrides)
+
+    return factory

@@ -1,0 +1,210 @@
+"""Test support: a real Redis server, real worker processes, settings for a temp root."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import redis
+from orchmem.config import Settings, load_settings
+from orchmem.worker.app import OrchmemCelery, create_app
+from orchmem.worker.broker import redis_server_binary
+
+_counter = itertools.count()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def unique_id(prefix: str = "orch") -> str:
+    """An orchestratorId no other test in this session uses."""
+    clean = re.sub(r"[^A-Za-z0-9_.-]", "-", prefix)[:24].strip("-_.") or "orch"
+    return f"{clean}-{os.getpid()}-{next(_counter)}"
+
+
+@dataclass
+class RedisServer:
+    """A redis-server on a free loopback port, in its own folder (AOF optional)."""
+
+    directory: Path
+    port: int = 0
+    password: str | None = None
+    appendonly: bool = False
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        auth = f":{self.password}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}"
+
+    def start(self) -> RedisServer:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.port = self.port or free_port()
+        args = [redis_server_binary(), "--bind", "127.0.0.1", "--port", str(self.port),
+                "--dir", str(self.directory), "--save", "", "--daemonize", "no",
+                "--appendonly", "yes" if self.appendonly else "no",
+                "--logfile", str(self.directory / "redis.log")]
+        if self.password:
+            args += ["--requirepass", self.password]
+        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            try:
+                if self.client().ping():
+                    return self
+            except redis.RedisError:
+                time.sleep(0.05)
+        raise RuntimeError(f"redis-server did not start on port {self.port}")
+
+    def client(self, db: int = 0) -> redis.Redis:
+        return redis.Redis(host="127.0.0.1", port=self.port, password=self.password, db=db,
+                           socket_timeout=5)
+
+    def kill(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+def make_settings(root: Path, broker_url: str, **overrides: Any) -> Settings:
+    """Settings for a test root; ``overrides`` are nested dicts like load_settings takes."""
+    return load_settings(environ={}, root=root, broker_url=broker_url, **overrides)
+
+
+def settings_env(settings: Settings, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """Environment for a child process that must load exactly ``settings``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHMEM_")}
+    config = settings.root / "orchmem-test.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(to_toml(settings.model_dump(mode="json", exclude_defaults=True)))
+    env["ORCHMEM_CONFIG"] = str(config)
+    env.update(extra or {})
+    return env
+
+
+def to_toml(data: dict[str, Any], prefix: str = "") -> str:
+    """Enough TOML for settings dumps: scalars, lists of scalars, nested tables."""
+    scalars, tables = [], []
+    for key, value in data.items():
+        if isinstance(value, dict):
+            tables.append((key, value))
+        else:
+            scalars.append(f"{_toml_key(key)} = {_toml_value(value)}")
+    out = []
+    if scalars:
+        if prefix:
+            out.append(f"[{prefix}]")
+        out.extend(scalars)
+    for key, value in tables:
+        name = f"{prefix}.{_toml_key(key)}" if prefix else _toml_key(key)
+        out.append(to_toml(value, name))
+    return "\n".join(out) + "\n"
+
+
+def _toml_key(key: str) -> str:
+    return key if key.replace("_", "").replace("-", "").isalnum() else f'"{key}"'
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+@dataclass
+class WorkerProcess:
+    """``orchmem worker`` as a real subprocess, which a test can SIGKILL and restart."""
+
+    settings: Settings
+    shards: list[int] | None = None
+    extra_env: dict[str, str] = field(default_factory=dict)
+    extra_args: list[str] = field(default_factory=list)
+    process: subprocess.Popen[bytes] | None = None
+    log_path: Path | None = None
+
+    @property
+    def hostname_prefix(self) -> str:
+        shards = self.shards if self.shards is not None else list(range(self.settings.shards))
+        return f"orchmem-shard{'-'.join(map(str, shards))}@"
+
+    def start(self, app: OrchmemCelery | None = None, timeout: float = 90.0) -> WorkerProcess:
+        args = [sys.executable, "-m", "orchmem.worker", "worker", *self.extra_args]
+        for shard in self.shards or []:
+            args += ["--shard", str(shard)]
+        self.log_path = self.settings.root / "logs" / f"test-worker-{time.time_ns()}.log"
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        args += ["--logfile", str(self.log_path), "--loglevel", "INFO"]
+        self.process = subprocess.Popen(args, env=settings_env(self.settings, self.extra_env),
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+                                        start_new_session=True)
+        self.wait_ready(app or create_app(self.settings), timeout)
+        return self
+
+    def wait_ready(self, app: OrchmemCelery, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process is not None and self.process.poll() is not None:
+                raise RuntimeError(f"worker exited with {self.process.returncode}: {self.log()}")
+            replies = app.control.ping(timeout=0.5) or []
+            for reply in replies:
+                for name in reply:
+                    if name.startswith(self.hostname_prefix):
+                        return
+        raise RuntimeError(f"worker not ready after {timeout}s: {self.log()}")
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text()[-4000:] if self.log_path else ""
+        except OSError:
+            return ""
+
+    def kill(self) -> None:
+        """SIGKILL the whole worker (parent and pool children)."""
+        if self.process and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+    def stop(self, timeout: float = 20.0) -> None:
+        if self.process and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+def wait_until(predicate: Any, timeout: float = 30.0, interval: float = 0.05,
+               message: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {message}")
+

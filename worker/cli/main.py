@@ -1,0 +1,47 @@
+"""The ``orchmem`` group and its commands."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import click
+from orchmem.config import OrchmemError
+
+from . import memory, ops
+from .common import Cli, fail
+
+
+class OrchmemGroup(click.Group):
+    """Reports orchmem's own errors as one line (``Error: …``), never a traceback."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except OrchmemError as exc:
+            as_json = "--json" in sys.argv[1:]
+            fail(exc, as_json)
+            return None
+
+
+@click.group(cls=OrchmemGroup,
+             context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.option("--config", type=click.Path(dir_okay=False),
+              help="Settings file (TOML). Default: $ORCHMEM_CONFIG.")
+@click.option("--root", type=click.Path(file_okay=False),
+              help="Root folder (orchestrators, broker, logs). Default: $ORCHMEM_ROOT, ~/.orchmem.")
+@click.version_option(package_name="orchmem")
+@click.pass_context
+def main(ctx: click.Context, config: str | None, root: str | None) -> None:
+    """orchmem: long-term memory for agent orchestrators.
+
+    Orchestrators publish write-back, ingest and bulletin tasks to Redis; Celery
+    workers write them into each orchestrator's own SQLite file; recall reads that
+    file directly. New here? Run `orchmem demo`, or `orchmem up` then `orchmem write`.
+    """
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    ctx.obj = Cli(config, root)
+
+
+for command in (*ops.COMMANDS, *memory.COMMANDS):
+    main.add_command(command)

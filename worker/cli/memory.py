@@ -1,0 +1,154 @@
+"""Memory commands: ``write``, ``list``, ``stats``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+from celery.exceptions import TimeoutError as CeleryTimeout
+from orchmem.config import OrchmemError, Settings
+from orchmem.models.database import Databases, OrchestratorDB
+from orchmem.models.schema import Status
+from orchmem.models.store import list_memories
+from orchmem.models.store import stats as memory_stats
+from orchmem.tasks.writeback import WRITEBACK
+
+from ..app import create_app
+from ..publish import publish
+from .common import (
+    STATUSES,
+    TYPES,
+    Cli,
+    emit,
+    fail,
+    json_option,
+    one_line,
+    orch_option,
+    pass_cli,
+)
+
+
+def open_existing(settings: Settings, orchestrator_id: str, as_json: bool) -> OrchestratorDB | None:
+    """The orchestrator's database for reading, or None (after saying so) when it has none."""
+    try:
+        odb = Databases(settings).open(orchestrator_id, create=False)
+    except OrchmemError as exc:
+        fail(exc, as_json)
+        raise  # unreachable: fail exits
+    if odb is None:
+        emit({"orchestratorId": orchestrator_id, "memories": []}, as_json,
+             f"orchestrator {orchestrator_id!r} has no memory yet "
+             f"(no {settings.runtime_root(orchestrator_id) / 'memory' / 'memory.db'})")
+    return odb
+
+
+def wait_for(result: Any, timeout: float, as_json: bool) -> dict[str, Any]:
+    """The task's result, or exit with a clear message on failure or timeout."""
+    try:
+        value = result.get(timeout=timeout, propagate=False)
+    except CeleryTimeout:
+        message = (f"no worker answered within {timeout:.0f}s. Is `orchmem up` running for this "
+                   f"root? The task stays queued (id {result.id}) and runs when a worker starts.")
+        if as_json:
+            emit({"ok": False, "error": "timeout", "message": message, "taskId": result.id}, True)
+            raise SystemExit(2) from None
+        raise click.ClickException(message) from None
+    if result.failed():
+        if isinstance(value, OrchmemError):
+            fail(value, as_json)
+        raise click.ClickException(f"task {result.id} failed: {value!r}")
+    return dict(value)
+
+
+@click.command()
+@orch_option
+@click.option("--type", "memory_type", required=True, type=click.Choice(TYPES),
+              help="Memory type.")
+@click.option("--content", required=True, help="The memory, as plain text.")
+@click.option("--summary", help="A short summary (default: the first sentence).")
+@click.option("--importance", type=click.IntRange(0, 100), default=50, show_default=True)
+@click.option("--confidence", type=click.FloatRange(0.0, 1.0), default=0.9, show_default=True)
+@click.option("--idempotency-key", help="Writes with the same key happen once.")
+@click.option("--timeout", type=float, help="Seconds to wait for the worker "
+              "(default: worker.wait_timeout_s).")
+@click.option("--no-wait", is_flag=True, help="Publish and print the task id only.")
+@json_option
+@pass_cli
+def write(cli: Cli, orchestrator_id: str, memory_type: str, content: str, summary: str | None,
+          importance: int, confidence: float, idempotency_key: str | None,
+          timeout: float | None, no_wait: bool, as_json: bool) -> None:
+    """Write one memory through the queue and print its memoryId."""
+    settings = cli.settings
+    memory: dict[str, Any] = {
+        "type": memory_type, "content": content, "importance": importance,
+        "confidence": confidence, "source": {"sourceType": "manual", "capturedBy": "user"},
+    }
+    if summary:
+        memory["summary"] = summary
+    payload: dict[str, Any] = {"memories": [memory]}
+    if idempotency_key:
+        payload["idempotencyKey"] = idempotency_key
+    try:
+        app = create_app(settings)
+        key, result = publish(app, WRITEBACK, orchestrator_id, "wb", payload)
+    except OrchmemError as exc:
+        fail(exc, as_json)
+        return
+    if no_wait:
+        emit({"ok": True, "taskId": result.id, "idempotencyKey": key}, as_json,
+             f"published {result.id}")
+        return
+    value = wait_for(result, timeout or settings.worker.wait_timeout_s, as_json)
+    ids = value.get("memoryIds", [])
+    note = " (already written)" if value.get("duplicate") else ""
+    note += " (reinforced an existing memory)" if value.get("reinforced") else ""
+    emit({"memoryIds": ids, "idempotencyKey": key, "duplicate": value.get("duplicate", False),
+          "reinforced": value.get("reinforced", [])}, as_json, "\n".join(ids) + note)
+
+
+@click.command(name="list")
+@orch_option
+@click.option("--status", type=click.Choice([*STATUSES, "any"]), default="active",
+              show_default=True)
+@click.option("--type", "types", type=click.Choice(TYPES), multiple=True,
+              help="Filter (repeatable).")
+@click.option("--limit", type=click.IntRange(1, 100_000), default=50, show_default=True)
+@json_option
+@pass_cli
+def list_(cli: Cli, orchestrator_id: str, status: str, types: tuple[str, ...], limit: int,
+          as_json: bool) -> None:
+    """List memories, newest first (reads the database directly)."""
+    odb = open_existing(cli.settings, orchestrator_id, as_json)
+    if odb is None:
+        return
+    nodes = list_memories(odb, status=None if status == "any" else Status(status),
+                          types=list(types), limit=limit)
+    lines = [f"{n.memory_id}  {n.type.value:<11} {n.status.value:<10} imp {n.importance:>3} "
+             f"conf {n.confidence:.2f}  {one_line(n.content, 70)}" for n in nodes]
+    emit({"orchestratorId": orchestrator_id, "memories": [n.dump() for n in nodes]}, as_json,
+         "\n".join(lines) if lines else "no memories")
+
+
+@click.command()
+@orch_option
+@json_option
+@pass_cli
+def stats(cli: Cli, orchestrator_id: str, as_json: bool) -> None:
+    """Counts per type and status, embeddings missing, edges, events, sizes."""
+    odb = open_existing(cli.settings, orchestrator_id, as_json)
+    if odb is None:
+        return
+    data = memory_stats(odb)
+    lines = [f"orchestrator {orchestrator_id}: {data['memories']} memories "
+             f"({', '.join(f'{k} {v}' for k, v in sorted(data['byStatus'].items())) or 'none'})"]
+    for memory_type, counts in sorted(data["byType"].items()):
+        by_status = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+        lines.append(f"  {memory_type:<12} {by_status}")
+    lines.append(f"  edges {data['edges']}, events {data['events']}, embeddings missing "
+                 f"{data['embeddingsMissing']}, dead letters {data['deadLetters']}")
+    lines.append(f"  memory.db {data['dbBytes']} bytes, WAL {data['walBytes']} bytes, "
+                 f"last change {data['lastEventAt'] or '-'}")
+    emit(data, as_json, "\n".join(lines))
+
+
+COMMANDS = [write, list_, stats]

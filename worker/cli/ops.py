@@ -1,0 +1,166 @@
+"""Running orchmem: ``up``, ``broker``, ``worker``, ``beat``, ``check``."""
+
+from __future__ import annotations
+
+import signal
+import time
+from typing import Any
+
+import click
+from orchmem.config import OrchmemError
+from orchmem.models.database import Databases
+
+from ..app import connect_worker_signals, create_app
+from ..broker import EmbeddedRedis
+from ..routing import queue_name
+from ..supervisor import Supervisor
+from .common import Cli, emit, json_option, pass_cli
+
+
+def _shards(cli: Cli, shards: tuple[int, ...]) -> list[int]:
+    total = cli.settings.shards
+    chosen = list(shards) or list(range(total))
+    bad = [s for s in chosen if not 0 <= s < total]
+    if bad:
+        raise click.BadParameter(f"shards {bad} are not in 0..{total - 1} (shards = {total})",
+                                 param_hint="--shard")
+    return chosen
+
+
+@click.command()
+@click.option("--shard", "shards", type=int, multiple=True,
+              help="Run workers for these shards only (repeatable). Default: all.")
+@click.option("--no-beat", is_flag=True, help="Do not run the beat scheduler.")
+@click.option("--flower", is_flag=True, help="Also run Flower (see `orchmem flower`).")
+@pass_cli
+def up(cli: Cli, shards: tuple[int, ...], no_beat: bool, flower: bool) -> None:
+    """Run the broker (when embedded), one worker per shard and beat, in the foreground.
+
+    Ctrl-C or SIGTERM stops them all cleanly: workers finish their current task.
+    """
+    try:
+        code = Supervisor(cli.settings, _shards(cli, shards), beat=not no_beat,
+                          flower=flower, echo=click.echo).run()
+    except OrchmemError as exc:
+        raise click.ClickException(str(exc)) from exc
+    raise SystemExit(code)
+
+
+@click.command()
+@click.option("--port", type=click.IntRange(1, 65535), help="Port (default: a free one).")
+@pass_cli
+def broker(cli: Cli, port: int | None) -> None:
+    """Run only the embedded Redis broker (AOF on) in the foreground."""
+    settings = cli.settings
+    if settings.broker_url:
+        raise click.ClickException(
+            f"broker_url is set ({settings.broker_url.split('@')[-1]}): nothing to embed")
+    try:
+        server = EmbeddedRedis.start(settings, port=port)
+    except OrchmemError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"embedded Redis on 127.0.0.1:{server.port}, data in {server.directory}")
+    stopping = False
+
+    def on_signal(_signum: int, _frame: Any) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        while not stopping and server.process.poll() is None:
+            time.sleep(0.5)
+    finally:
+        server.stop()
+    if not stopping:
+        raise click.ClickException(f"redis-server exited; see {server.directory / 'redis.log'}")
+
+
+@click.command()
+@click.option("--shard", "shards", type=int, multiple=True,
+              help="Consume these shards' queues (repeatable). Default: all.")
+@click.option("--loglevel", default=None, help="Celery log level (default: settings.log_level).")
+@click.option("--logfile", type=click.Path(dir_okay=False), help="Write the log here.")
+@pass_cli
+def worker(cli: Cli, shards: tuple[int, ...], loglevel: str | None, logfile: str | None) -> None:
+    """Run one Celery worker (concurrency 1) for the given shards."""
+    settings = cli.settings
+    chosen = _shards(cli, shards)
+    try:
+        app = create_app(settings)
+    except OrchmemError as exc:
+        raise click.ClickException(str(exc)) from exc
+    connect_worker_signals(app)
+    argv = [
+        "worker",
+        "--queues", ",".join(queue_name(settings, s) for s in chosen),
+        "--concurrency", "1",
+        "--pool", settings.worker.pool,
+        "--hostname", f"orchmem-shard{'-'.join(map(str, chosen))}@%h",
+        "--loglevel", loglevel or settings.log_level,
+        "--task-events",
+        "--without-mingle",
+    ]
+    if logfile:
+        argv += ["--logfile", logfile]
+    app.worker_main(argv)
+
+
+@click.command()
+@click.option("--loglevel", default=None, help="Log level (default: settings.log_level).")
+@pass_cli
+def beat(cli: Cli, loglevel: str | None) -> None:
+    """Run the beat scheduler (re-embedding, ingest scans, integrity checks, gc)."""
+    from ..schedule import beat_schedule
+
+    settings = cli.settings
+    try:
+        app = create_app(settings)
+    except OrchmemError as exc:
+        raise click.ClickException(str(exc)) from exc
+    app.conf.beat_schedule = beat_schedule(settings)
+    schedule_dir = settings.root / "beat"
+    schedule_dir.mkdir(parents=True, exist_ok=True)
+    app.Beat(schedule=str(schedule_dir / "schedule"), loglevel=loglevel or settings.log_level,
+             max_interval=5).run()
+
+
+@click.command()
+@json_option
+@pass_cli
+def check(cli: Cli, as_json: bool) -> None:
+    """Validate the settings and open every orchestrator's database.
+
+    Exits non-zero, naming the problem, when the settings are invalid or any database
+    is damaged, disabled or unreadable.
+    """
+    settings = cli.settings  # a settings error exits here, naming the key
+    databases = Databases(settings)
+    found = set(settings.orchestrators)
+    base = settings.root / "orchestrators"
+    if base.is_dir():
+        found |= {p.name for p in base.iterdir() if p.is_dir()}
+    report: dict[str, Any] = {"ok": True, "root": str(settings.root), "orchestrators": {}}
+    for orchestrator_id in sorted(found):
+        entry: dict[str, Any]
+        try:
+            odb = databases.open(orchestrator_id, create=False)
+            entry = {"status": "ok" if odb else "empty"}
+        except OrchmemError as exc:
+            entry = {"status": exc.code, "message": str(exc)}
+            report["ok"] = False
+        report["orchestrators"][orchestrator_id] = entry
+    databases.close_all()
+    lines = [f"settings ok (root {settings.root})"]
+    for orchestrator_id, entry in report["orchestrators"].items():
+        lines.append(f"{orchestrator_id}: {entry['status']}"
+                     + (f" - {entry['message']}" if "message" in entry else ""))
+    if not report["orchestrators"]:
+        lines.append("no orchestrators yet")
+    emit(report, as_json, "\n".join(lines))
+    if not report["ok"]:
+        raise SystemExit(1)
+
+
+COMMANDS = [up, broker, worker, beat, check]
