@@ -19,7 +19,7 @@ import os
 import shutil
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +30,7 @@ from orchmem.config import (
     MemoryCorrupt,
     MemoryDisabled,
     MemorySettings,
+    MemoryValidationError,
     Settings,
     StorageError,
     check_orchestrator_id,
@@ -91,6 +92,8 @@ class OrchestratorDB:
     log: MemoryLog
     memory: MemorySettings
     settings: Settings
+    #: Per-process caches derived from this database (the vector index).
+    cache: dict[str, Any] = field(default_factory=dict, repr=False)
     _local: threading.local = field(default_factory=threading.local, repr=False)
 
     @property
@@ -110,7 +113,10 @@ class OrchestratorDB:
             return
         self._local.depth = 1
         try:
-            with self.db.bind_ctx(TABLES), sqlite_errors(self):
+            # Every table is listed, so following references (bind_refs) adds nothing
+            # but a walk of the model graph on each call.
+            with self.db.bind_ctx(TABLES, bind_refs=False, bind_backrefs=False), \
+                    sqlite_errors(self):
                 yield
         finally:
             self._local.depth = 0
@@ -126,6 +132,11 @@ class OrchestratorDB:
         """A read transaction: every query in the block sees one snapshot."""
         with self.bound(), self.db.atomic():
             yield
+
+    def sql(self, query: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Run one read query and fetch all rows (no table binding needed)."""
+        with sqlite_errors(self):
+            return list(self.db.execute_sql(query, params).fetchall())
 
     def meta(self, key: str, default: str | None = None) -> str | None:
         with self.bound():
@@ -249,6 +260,20 @@ class Databases:
         self._check_pid()
         for orchestrator_id in list(self._open):
             self.forget(orchestrator_id)
+
+
+def known_orchestrators(settings: Settings) -> list[str]:
+    """Orchestrators registered in settings or with a folder under ``<root>/orchestrators``."""
+    found = set(settings.orchestrators)
+    base = settings.root / "orchestrators"
+    if base.is_dir():
+        for entry in base.iterdir():
+            if entry.is_dir() and not entry.is_symlink():
+                try:
+                    found.add(check_orchestrator_id(entry.name))
+                except MemoryValidationError:
+                    logger.warning("ignoring folder with an invalid orchestratorId: %s", entry)
+    return sorted(found)
 
 
 def check_not_disabled(workspace: Workspace) -> None:

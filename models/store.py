@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from orchmem.config import MemoryNotFound, MemoryValidationError, StorageError
+from orchmem.config import MemoryNotFound, StorageError
 from peewee import JOIN
 
 from .database import OrchestratorDB
@@ -170,28 +170,9 @@ def _bump_meta(key: str) -> int:
 # ---------------------------------------------------------------------------- writes
 
 
-@dataclass
-class WriteOutcome:
-    """Ids written by one write-back, in candidate order."""
-
-    memory_ids: list[str] = field(default_factory=list)
-    created: list[str] = field(default_factory=list)
-    reinforced: list[str] = field(default_factory=list)
-    edge_ids: list[str] = field(default_factory=list)
-    embedded: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "memoryIds": self.memory_ids,
-            "created": self.created,
-            "reinforced": self.reinforced,
-            "edgeIds": self.edge_ids,
-            "embedded": self.embedded,
-        }
-
-
 def insert_memory(odb: OrchestratorDB, memory_id: str, memory: MemoryInput, *, key: str,
-                  fingerprint: str | None = None) -> MemoryRow:
+                  fingerprint: str | None = None, subject: str | None = None,
+                  value: str | None = None, stated: bool = False) -> MemoryRow:
     """Insert a new active memory and its first source row (inside a write transaction)."""
     now = utc_now()
     created = format_ts(memory.created_at or now)
@@ -211,6 +192,9 @@ def insert_memory(odb: OrchestratorDB, memory_id: str, memory: MemoryInput, *, k
         step_id=src.step_id,
         captured_by=src.captured_by.value,
         fingerprint=fingerprint or content_fingerprint(memory.type.value, memory.content),
+        subject=subject,
+        value=value,
+        stated=int(stated),
         created_at=created,
         updated_at=format_ts(now),
     )
@@ -252,17 +236,34 @@ def reinforce(row: MemoryRow, memory: MemoryInput, *, key: str) -> None:
               actor=memory.source.captured_by.value, key=key)
 
 
+def set_status(row: MemoryRow, status: Status, *, reason: str | None, actor: str,
+               key: str | None, by: str | None = None) -> None:
+    """Change a memory's status and audit it (inside a write transaction)."""
+    before = row.status
+    row.status = status.value
+    row.updated_at = format_ts(utc_now())
+    row.save()
+    op = {Status.SUPERSEDED: "supersede", Status.RETRACTED: "retract",
+          Status.ACTIVE: "reactivate"}[status]
+    add_event(op, [row.memory_id, *([by] if by else [])], before={"status": before},
+              after={"status": status.value, **({"by": by} if by else {})},
+              reason=reason, actor=actor, key=key)
+
+
 def store_embeddings(ids_and_vectors: Iterable[tuple[str, np.ndarray]], embedder: str) -> int:
     """Upsert vectors (inside a write transaction); each gets a new change seq."""
     now = format_ts(utc_now())
-    count = 0
-    for memory_id, vector in ids_and_vectors:
-        seq = _bump_meta(META_EMBEDDING_SEQ)
-        (MemoryEmbeddingRow.insert(memory=memory_id, embedder=embedder, dim=int(vector.shape[0]),
-                                   vector=vector_to_blob(vector), seq=seq, updated_at=now)
-         .on_conflict_replace().execute())
-        count += 1
-    return count
+    rows = list(ids_and_vectors)
+    if not rows:
+        return 0
+    row = MetaRow.get_or_none(MetaRow.key == META_EMBEDDING_SEQ)
+    first = (int(row.value) if row else 0) + 1
+    (MemoryEmbeddingRow.insert_many([
+        {"memory": memory_id, "embedder": embedder, "dim": int(vector.shape[0]),
+         "vector": vector_to_blob(vector), "seq": first + i, "updated_at": now}
+        for i, (memory_id, vector) in enumerate(rows)]).on_conflict_replace().execute())
+    set_meta(META_EMBEDDING_SEQ, str(first + len(rows) - 1))
+    return len(rows)
 
 
 def delete_embedding(memory_id: str) -> None:
@@ -288,81 +289,6 @@ def insert_edge(odb: OrchestratorDB, edge: EdgeInput, *, from_id: str, to_id: st
                          "weight": edge.weight},
                   reason=edge.reason, actor=actor, key=key)
     return edge_id
-
-
-def write_memories(
-    odb: OrchestratorDB,
-    *,
-    key: str,
-    task: str,
-    memories: Sequence[MemoryInput],
-    edges: Sequence[EdgeInput] = (),
-    vectors: Sequence[np.ndarray | None] | None = None,
-    embedder: str | None = None,
-    extra_result: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Upsert ``memories`` and ``edges`` with the receipt for ``key``, in one transaction.
-
-    A candidate whose type and normalized content already exist as an active memory
-    reinforces it instead of creating a copy. Returns the task result (also stored in
-    the receipt). Raises MemoryValidationError for edges naming unknown keys,
-    MemoryNotFound / ScopeViolation for edges to memories this orchestrator lacks.
-    """
-    outcome = WriteOutcome()
-    with odb.write():
-        receipt = TaskReceiptRow.get_or_none(TaskReceiptRow.key == key)
-        if receipt is not None and receipt.status in FINAL_RECEIPTS and receipt.result:
-            stored: dict[str, Any] = json.loads(receipt.result)
-            return {**stored, "duplicate": True}
-        local: dict[str, str] = {}
-        new_vectors: list[tuple[str, np.ndarray]] = []
-        for index, memory in enumerate(memories):
-            fingerprint = content_fingerprint(memory.type.value, memory.content)
-            existing = (MemoryRow.select()
-                        .where(MemoryRow.type == memory.type.value,
-                               MemoryRow.fingerprint == fingerprint,
-                               MemoryRow.status == Status.ACTIVE.value)
-                        .order_by(MemoryRow.id).first())
-            if existing is not None:
-                if existing.memory_id not in outcome.memory_ids:
-                    reinforce(existing, memory, key=key)
-                memory_id = existing.memory_id
-                outcome.reinforced.append(memory_id)
-            else:
-                memory_id = derive_id("m", odb.orchestrator_id, key, index)
-                if MemoryRow.get_or_none(MemoryRow.memory_id == memory_id) is None:
-                    insert_memory(odb, memory_id, memory, key=key, fingerprint=fingerprint)
-                    add_event("create", [memory_id],
-                              after={"type": memory.type.value, "importance": memory.importance,
-                                     "confidence": memory.confidence},
-                              actor=memory.source.captured_by.value, key=key)
-                    outcome.created.append(memory_id)
-                    vector = vectors[index] if vectors is not None else None
-                    if vector is not None:
-                        new_vectors.append((memory_id, vector))
-            outcome.memory_ids.append(memory_id)
-            if memory.key:
-                local[memory.key] = memory_id
-        if new_vectors and embedder:
-            outcome.embedded = store_embeddings(new_vectors, embedder)
-        for index, edge in enumerate(edges):
-            from_id = _resolve_end(edge.from_memory_id, local, f"edges.{index}.fromMemoryId")
-            to_id = _resolve_end(edge.to_memory_id, local, f"edges.{index}.toMemoryId")
-            outcome.edge_ids.append(
-                insert_edge(odb, edge, from_id=from_id, to_id=to_id, key=key, actor="system"))
-        result = {"ok": True, "task": task, "orchestratorId": odb.orchestrator_id,
-                  "idempotencyKey": key, **outcome.to_dict(), **(extra_result or {})}
-        finish_receipt(key, RECEIPT_DONE, result)
-    return {**result, "duplicate": False}
-
-
-def _resolve_end(ref: str, local: dict[str, str], where: str) -> str:
-    if ref in local:
-        return local[ref]
-    if ref.startswith("m-"):
-        return ref
-    message = f"{where}: {ref!r} is neither a memoryId nor the key of a memory in this request"
-    raise MemoryValidationError(message, [{"path": where, "message": message}])
 
 
 # ---------------------------------------------------------------------------- reads

@@ -54,6 +54,12 @@ class MemoryRow(_Table):
     step_id = CharField(null=True)
     captured_by = CharField()
     fingerprint = CharField()
+    #: The exclusive slot this memory fills ("identity:name", "fact:deadline", "prefer"),
+    #: and the value it gives it; see models/extraction.py.
+    subject = CharField(null=True)
+    value = TextField(null=True)
+    #: 1 when the user said it in their own words (not hedged, not inferred).
+    stated = IntegerField(default=0)
     reinforcements = IntegerField(default=0)
     forgotten = IntegerField(default=0)
     created_at = CharField()
@@ -63,6 +69,7 @@ class MemoryRow(_Table):
         table_name = "memories"
         indexes = (
             (("type", "fingerprint"), False),
+            (("type", "subject"), False),
             (("status", "type"), False),
             (("updated_at",), False),
         )

@@ -11,7 +11,7 @@ from orchmem.models.database import OrchestratorDB
 from orchmem.models.embedding import get_embedder
 from orchmem.models.payloads import WritebackRequest
 from orchmem.models.schema import MemoryInput, validate
-from orchmem.models.store import write_memories
+from orchmem.models.writeback import write_memories
 
 from .base import MemoryTask
 

@@ -87,6 +87,20 @@ class RedisServer:
                 self.kill()
 
 
+_WORDS = ("amber basil cedar delta ember fjord garnet harbor indigo juniper kettle lantern "
+          "meadow nectar orchid pepper quartz raven saffron tundra umber velvet willow xenon "
+          "yarrow zephyr anchor bramble canyon dune estuary falcon glacier hollow island "
+          "jasmine kelp lagoon marble nomad oasis prairie quiver reef summit thicket").split()
+
+
+def distinct_texts(n: int, seed: int = 0) -> list[str]:
+    """``n`` sentences far apart for the embedding model (no near-duplicate merging)."""
+    import random
+
+    rng = random.Random(seed)
+    return [f"{i}: " + " ".join(rng.sample(_WORDS, 6)) for i in range(n)]
+
+
 def make_settings(root: Path, broker_url: str, **overrides: Any) -> Settings:
     """Settings for a test root; ``overrides`` are nested dicts like load_settings takes."""
     return load_settings(environ={}, root=root, broker_url=broker_url, **overrides)

@@ -25,6 +25,7 @@ logger = logging.getLogger(__name__)
 
 TASK_MODULES = (
     "orchmem.tasks.writeback",
+    "orchmem.tasks.maintenance",
 )
 
 

@@ -67,14 +67,17 @@ def test_identical_payload_without_a_key_writes_once(app: OrchmemCelery, setting
 
 def test_tasks_of_one_orchestrator_apply_in_publish_order(
         app: OrchmemCelery, settings: Settings, orch_id: str) -> None:
-    results = [publish(app, WRITEBACK, orch_id, "wb", {"memories": [fact(f"step {i:03d}")]})[1]
-               for i in range(40)]
+    texts = [f"step {i:03d}: the {animal} visited {city}" for i, (animal, city) in enumerate(
+        (a, c) for a in ("otter", "heron", "lynx", "bison", "gecko")
+        for c in ("Oslo", "Quito", "Hanoi", "Lagos", "Perth", "Tunis", "Davos", "Cusco"))]
+    results = [publish(app, WRITEBACK, orch_id, "wb", {"memories": [fact(text)]})[1]
+               for text in texts]
     for result in results:
         result.get(timeout=TIMEOUT)
     odb = Databases(settings).open(orch_id)
     with odb.bound():
         rows = odb.db.execute_sql("SELECT content FROM memories ORDER BY id").fetchall()
-    assert [r[0] for r in rows] == [f"step {i:03d}" for i in range(40)]
+    assert [r[0] for r in rows] == texts
 
 
 def test_two_orchestrators_write_to_two_files_and_never_see_each_other(

@@ -9,7 +9,7 @@ from orchmem.models.store import stats
 from orchmem.tasks.writeback import WRITEBACK
 from orchmem.worker.app import create_app
 from orchmem.worker.publish import publish
-from orchmem_testing import WorkerProcess, wait_until
+from orchmem_testing import WorkerProcess, distinct_texts, wait_until
 
 MANUAL = {"sourceType": "manual", "capturedBy": "user"}
 
@@ -35,8 +35,8 @@ def test_sigkill_while_holding_a_task_runs_it_exactly_once_after_restart(isolate
     # Warm the worker (model loaded, database created) so the kill lands mid-task.
     publish(app, WRITEBACK, orch, "wb", {"memories": [{"type": "Fact", "content": "warm",
                                                         "source": MANUAL}]})[1].get(timeout=90)
-    memories = [{"type": "Fact", "content": f"fact number {i} about the kill test",
-                 "source": MANUAL} for i in range(400)]
+    memories = [{"type": "Fact", "content": text, "source": MANUAL}
+                for text in distinct_texts(400)]
     key, result = publish(app, WRITEBACK, orch, "wb", {"memories": memories})
     db_path = settings.runtime_root(orch) / "memory" / "memory.db"
     wait_until(lambda: receipt(db_path, key) == ("started", 1), timeout=60, interval=0.002,

@@ -8,6 +8,7 @@ import click
 from celery.exceptions import TimeoutError as CeleryTimeout
 from orchmem.config import OrchmemError, Settings
 from orchmem.models.database import Databases, OrchestratorDB
+from orchmem.models.recall import recall as recall_memories
 from orchmem.models.schema import Status
 from orchmem.models.store import list_memories
 from orchmem.models.store import stats as memory_stats
@@ -151,4 +152,36 @@ def stats(cli: Cli, orchestrator_id: str, as_json: bool) -> None:
     emit(data, as_json, "\n".join(lines))
 
 
-COMMANDS = [write, list_, stats]
+@click.command()
+@orch_option
+@click.argument("query")
+@click.option("--top-n", type=click.IntRange(1, 1000), help="How many memories (default: "
+              "memory.retrieval.top_n).")
+@click.option("--type", "types", type=click.Choice(TYPES), multiple=True,
+              help="Only these types (repeatable).")
+@click.option("--all", "include_inactive", is_flag=True,
+              help="Include superseded and retracted memories.")
+@click.option("--mode", type=click.Choice(["hybrid", "vector", "text"]), default="hybrid",
+              show_default=True)
+@json_option
+@pass_cli
+def recall(cli: Cli, orchestrator_id: str, query: str, top_n: int | None, types: tuple[str, ...],
+           include_inactive: bool, mode: str, as_json: bool) -> None:
+    """Recall the memories most relevant to QUERY (hybrid: vectors + full text, fused by RRF)."""
+    bundle = recall_memories(orchestrator_id, query, databases=Databases(cli.settings),
+                             top_n=top_n, types=list(types) or None,
+                             include_inactive=include_inactive, mode=mode)
+    lines = []
+    for item in bundle.nodes:
+        m, s = item.memory, item.scores
+        ranks = f"v#{s.vector_rank or '-'} t#{s.text_rank or '-'}"
+        lines.append(f"{item.rank:>3}. {m.type.value:<11} {m.memory_id}  score {s.score:.5f} "
+                     f"({ranks})\n     {one_line(m.content, 100)}")
+    lines.extend(f"warning: {w}" for w in bundle.warnings)
+    if not bundle.nodes:
+        lines.insert(0, "no memories found")
+    lines.append(f"({len(bundle.nodes)} memories, {len(bundle.edges)} edges, {bundle.took_ms} ms)")
+    emit(bundle.dump(), as_json, "\n".join(lines))
+
+
+COMMANDS = [write, list_, stats, recall]

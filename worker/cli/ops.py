@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
 import time
 from typing import Any
 
 import click
 from orchmem.config import OrchmemError
-from orchmem.models.database import Databases
+from orchmem.models.database import Databases, known_orchestrators
+from orchmem.models.embedding import get_embedder
+from orchmem.models.reembed import remaining
+from orchmem.tasks.maintenance import REEMBED
 
 from ..app import connect_worker_signals, create_app
 from ..broker import EmbeddedRedis
+from ..publish import publish
 from ..routing import queue_name
 from ..supervisor import Supervisor
 from .common import Cli, emit, json_option, pass_cli
@@ -137,10 +143,7 @@ def check(cli: Cli, as_json: bool) -> None:
     """
     settings = cli.settings  # a settings error exits here, naming the key
     databases = Databases(settings)
-    found = set(settings.orchestrators)
-    base = settings.root / "orchestrators"
-    if base.is_dir():
-        found |= {p.name for p in base.iterdir() if p.is_dir()}
+    found = known_orchestrators(settings)
     report: dict[str, Any] = {"ok": True, "root": str(settings.root), "orchestrators": {}}
     for orchestrator_id in sorted(found):
         entry: dict[str, Any]
@@ -163,4 +166,53 @@ def check(cli: Cli, as_json: bool) -> None:
         raise SystemExit(1)
 
 
-COMMANDS = [up, broker, worker, beat, check]
+@click.command()
+@click.option("--orch", "orchestrator_ids", multiple=True, metavar="ID",
+              help="Only this orchestrator (repeatable). Default: every one under the root.")
+@click.option("--wait", is_flag=True, help="Wait and show progress until every vector is "
+              "from the current embedder.")
+@click.option("--timeout", type=float, default=3600.0, show_default=True,
+              help="With --wait: give up after this many seconds.")
+@json_option
+@pass_cli
+def reembed(cli: Cli, orchestrator_ids: tuple[str, ...], wait: bool, timeout: float,
+            as_json: bool) -> None:
+    """Re-embed memories whose vector is missing or from another model, in the background.
+
+    Change `embedding.model` in the settings, restart the workers, then run this (beat
+    also does it every `beat.reembed_interval_s`). Recall keeps answering meanwhile.
+    """
+    settings = cli.settings
+    targets = list(orchestrator_ids) or known_orchestrators(settings)
+    app = create_app(settings)
+    databases = Databases(settings)
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    published = {}
+    for orchestrator_id in targets:
+        _, result = publish(app, REEMBED, orchestrator_id, "reembed",
+                            {"idempotencyKey": f"reembed-cli-{stamp}-{os.getpid()}"})
+        published[orchestrator_id] = result.id
+    if not wait:
+        emit({"ok": True, "published": published}, as_json,
+             "\n".join(f"{o}: re-embed published ({t})" for o, t in published.items())
+             or "no orchestrators")
+        return
+    version = get_embedder(settings.embedding).version
+    opened = {o: databases.open(o, create=False) for o in targets}
+    total = sum(remaining(odb, version) for odb in opened.values() if odb)
+    deadline = time.monotonic() + timeout
+    left = total
+    with click.progressbar(length=max(total, 1), label=f"re-embedding with {version}",
+                           file=sys.stderr if as_json else None) as bar:
+        while left and time.monotonic() < deadline:
+            time.sleep(0.5)
+            now_left = sum(remaining(odb, version) for odb in opened.values() if odb)
+            bar.update(left - now_left)
+            left = now_left
+    report = {"ok": left == 0, "embedder": version, "total": total, "remaining": left}
+    emit(report, as_json, f"done: {total - left} re-embedded, {left} remaining")
+    if left:
+        raise SystemExit(2)
+
+
+COMMANDS = [up, broker, worker, beat, check, reembed]

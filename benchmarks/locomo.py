@@ -1,0 +1,172 @@
+"""Evidence recall on LoCoMo: FTS only, vector only, hybrid (RRF), with and without modifiers.
+
+Every dialogue turn of a conversation becomes an Observation memory of one
+orchestrator per conversation ("<speaker>: <text>", the shared photo's caption
+appended; createdAt = the session's date; conversationId = the session). For each
+question of categories 1-4 the benchmark recalls the top k and counts the evidence
+turns found (recall@k: mean fraction of evidence dia_ids; hit@k: at least one).
+
+The data is read from ../shared/bench/data/locomo7.json (see SOURCES.md there); it is
+never copied into this repository.
+
+    python benchmarks/locomo.py                       # all modes, default settings
+    python benchmarks/locomo.py --conversations 2     # a quick run
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from _harness import emit, temp_root
+from orchmem.config import load_settings
+from orchmem.config.settings import RetrievalSettings
+from orchmem.models.database import Databases
+from orchmem.models.embedding import get_embedder
+from orchmem.models.recall import recall
+from orchmem.models.schema import MemoryInput, validate
+from orchmem.models.writeback import write_memories
+
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "bench" / "data" / "locomo7.json"
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+KS = (5, 10, 20)
+
+
+def session_date(text: str) -> datetime:
+    """'1:56 pm on 8 May, 2023' -> an aware datetime."""
+    return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
+
+
+def evidence_ids(raw: list[str], known: set[str]) -> list[str]:
+    """Split malformed entries ('D8:6; D9:17') and drop ids that name no turn."""
+    ids = []
+    for entry in raw:
+        for part in re.split(r"[;\s]+", entry):
+            if part in known and part not in ids:
+                ids.append(part)
+    return ids
+
+
+def load_conversation(odb: Any, sample: dict[str, Any], embedder: Any) -> tuple[
+        dict[str, set[str]], datetime]:
+    """Store every turn; returns memoryId -> dia_ids and the last session's date."""
+    conv = sample["conversation"]
+    turns: list[tuple[str, MemoryInput]] = []
+    last = datetime(1970, 1, 1, tzinfo=UTC)
+    sessions = sorted(int(k.split("_")[1]) for k in conv
+                       if re.fullmatch(r"session_\d+", k))
+    for n in sessions:
+        when = session_date(conv[f"session_{n}_date_time"])
+        last = max(last, when)
+        for i, turn in enumerate(conv[f"session_{n}"]):
+            text = f"{turn['speaker']}: {turn['text']}"
+            if turn.get("blip_caption"):
+                text += f" [shares {turn['blip_caption']}]"
+            memory = validate(MemoryInput, {
+                "type": "Observation", "content": text, "importance": 50, "confidence": 1.0,
+                "createdAt": (when + timedelta(seconds=i)).isoformat(),
+                "source": {"sourceType": "channel_transcript", "capturedBy": "system",
+                           "conversationId": f"{sample['sample_id']}-session-{n}"},
+            }, workspace=odb.workspace)
+            turns.append((turn["dia_id"], memory))
+    memories = [m for _, m in turns]
+    vectors = list(embedder.encode([m.content for m in memories]))
+    result = write_memories(odb, key=f"locomo-{sample['sample_id']}", task="benchmark",
+                            memories=memories, vectors=vectors, embedder=embedder.version)
+    mapping: dict[str, set[str]] = {}
+    for (dia_id, _), memory_id in zip(turns, result["memoryIds"], strict=True):
+        mapping.setdefault(memory_id, set()).add(dia_id)
+    return mapping, last
+
+
+def evaluate(args: argparse.Namespace) -> dict[str, Any]:
+    data = json.loads(Path(args.data).read_text())[: args.conversations]
+    variants: dict[str, tuple[str, RetrievalSettings]] = {}
+    base = RetrievalSettings(top_n=max(KS))
+    off = base.model_copy(update={"importance_weight": 0.0, "recency_weight": 0.0,
+                                  "confidence_weight": 0.0, "contradiction_penalty": 0.0})
+    for mode in ("text", "vector", "hybrid"):
+        variants[mode] = (mode, base)
+    variants["hybrid-no-modifiers"] = ("hybrid", off)
+    variants["hybrid-rrf_k-60"] = ("hybrid", base.model_copy(update={"rrf_k": 60}))
+    totals: dict[str, dict[str, Any]] = {
+        v: {"all": {k: [] for k in KS}, "hit": {k: [] for k in KS},
+            **{c: {k: [] for k in KS} for c in CATEGORIES.values()}} for v in variants}
+    latency: dict[str, list[float]] = {v: [] for v in variants}
+    with temp_root(args.root) as root:
+        settings = load_settings(environ={}, root=root, broker_url="")
+        databases = Databases(settings)
+        embedder = get_embedder(settings.embedding)
+        started = time.time()
+        questions = 0
+        for sample in data:
+            orch = f"locomo-{sample['sample_id']}"
+            odb = databases.open(orch)
+            mapping, last = load_conversation(odb, sample, embedder)
+            known = {d for ids in mapping.values() for d in ids}
+            now = last + timedelta(days=1)
+            for qa in sample["qa"]:
+                if qa["category"] not in CATEGORIES:
+                    continue
+                evidence = evidence_ids(qa["evidence"], known)
+                if not evidence:
+                    continue
+                questions += 1
+                category = CATEGORIES[qa["category"]]
+                for name, (mode, params) in variants.items():
+                    bundle = recall(orch, qa["question"], databases=databases, mode=mode,
+                                    params=params, now=now)  # type: ignore[arg-type]
+                    latency[name].append(bundle.took_ms)
+                    for k in KS:
+                        top = _dia_at_k(bundle.memory_ids, mapping, k)
+                        fraction = len(top & set(evidence)) / len(evidence)
+                        totals[name]["all"][k].append(fraction)
+                        totals[name]["hit"][k].append(1.0 if top & set(evidence) else 0.0)
+                        totals[name][category][k].append(fraction)
+        elapsed = time.time() - started
+
+    def mean(values: list[float]) -> float:
+        return round(sum(values) / len(values), 4) if values else float("nan")
+
+    report: dict[str, Any] = {"benchmark": "locomo_evidence_recall",
+                              "conversations": [s["sample_id"] for s in data],
+                              "questions": questions, "seconds": round(elapsed, 1),
+                              "results": {}}
+    for name in variants:
+        entry = {f"recall@{k}": mean(totals[name]["all"][k]) for k in KS}
+        entry.update({f"hit@{k}": mean(totals[name]["hit"][k]) for k in KS})
+        entry["by_category"] = {c: {f"recall@{k}": mean(totals[name][c][k]) for k in KS}
+                                for c in CATEGORIES.values()}
+        ordered = sorted(latency[name])
+        entry["latency_ms_p50"] = round(ordered[len(ordered) // 2], 2) if ordered else None
+        report["results"][name] = entry
+    r = report["results"]
+    report["settings"] = base.model_dump()
+    report["hybrid_beats_both_at_10"] = (r["hybrid"]["recall@10"] > r["text"]["recall@10"]
+                                         and r["hybrid"]["recall@10"] > r["vector"]["recall@10"])
+    return report
+
+
+def _dia_at_k(memory_ids: list[str], mapping: dict[str, set[str]], k: int) -> set[str]:
+    """Dia_ids of the top k memories (a memory stored once for repeated turns counts once)."""
+    out: set[str] = set()
+    for memory_id in memory_ids[:k]:
+        out |= mapping.get(memory_id, set())
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data", default=str(DEFAULT_DATA))
+    parser.add_argument("--conversations", type=int, default=7)
+    parser.add_argument("--root", help="keep the databases here (default: a temp folder)")
+    emit(evaluate(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()

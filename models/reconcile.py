@@ -1,0 +1,195 @@
+"""Reconciling a candidate with what is already known: reinforce, update, contradict or add.
+
+For each proposed memory, inside the write transaction, in this order:
+
+1. **Duplicate.** An active memory of the same type with the same normalized content
+   (fingerprint), or with a vector at cosine >= ``dedup_similarity``, is reinforced
+   (confidence, updatedAt, one more source row) instead of copied.
+2. **Same subject, same value.** An active memory of the same type that fills the same
+   exclusive slot (``subject``) with the same value is a restatement: reinforced.
+3. **Same subject, another value.** The candidate is stored, then linked to each such
+   older memory (for the broad subjects "prefer", "decision" and "instruction" only
+   when their vectors are at cosine >= ``related_similarity``, so "I prefer tea" does
+   not touch "I prefer window seats"). The policy:
+
+   - the candidate was stated by the user (their own words, not hedged, not inferred)
+     with confidence >= the older one's: the older memory becomes ``superseded`` and an
+     ``Updates`` edge goes new -> old;
+   - otherwise both stay ``active`` with a ``Contradicts`` edge new -> old, and recall
+     penalizes the older one while the contradiction stands.
+
+Nothing is deleted. Every decision writes an audit event.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from orchmem.config.settings import WritebackSettings
+
+from .database import OrchestratorDB
+from .extraction import Candidate, subject_of
+from .schema import CapturedBy, EdgeInput, EdgeType, MemoryInput, Status, content_fingerprint
+from .store import add_event, insert_edge, insert_memory, reinforce, set_status
+from .tables import MemoryRow
+from .vectors import VectorIndex
+
+#: Subjects too broad to link on their own: the vectors must agree as well.
+BROAD_SUBJECTS = frozenset({"prefer", "decision", "instruction"})
+
+
+@dataclass(frozen=True)
+class Proposed:
+    """A validated memory on its way in, with what reconciliation needs to know."""
+
+    memory: MemoryInput
+    vector: np.ndarray | None = None
+    subject: str | None = None
+    value: str | None = None
+    stated: bool = False
+
+    @classmethod
+    def explicit(cls, memory: MemoryInput, vector: np.ndarray | None = None) -> Proposed:
+        """An explicit memory: stated when the user captured it; subject from its text."""
+        subject, value = subject_of(memory.type, memory.content)
+        return cls(memory=memory, vector=vector, subject=subject, value=value,
+                   stated=memory.source.captured_by == CapturedBy.USER)
+
+    @classmethod
+    def extracted(cls, memory: MemoryInput, candidate: Candidate,
+                  vector: np.ndarray | None = None) -> Proposed:
+        return cls(memory=memory, vector=vector, subject=candidate.subject,
+                   value=candidate.value, stated=candidate.stated)
+
+
+@dataclass
+class Outcome:
+    memory_id: str
+    action: str  # created | reinforced
+    superseded: list[str] = field(default_factory=list)
+    contradicted: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Reconciler:
+    """Decides, for one write transaction, what each proposed memory does."""
+
+    odb: OrchestratorDB
+    key: str
+    settings: WritebackSettings
+    index: VectorIndex | None = None
+    #: Vectors of memories created earlier in this same transaction.
+    fresh: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def apply(self, memory_id: str, proposed: Proposed) -> Outcome:
+        memory = proposed.memory
+        existing = self._duplicate(proposed) or self._restatement(proposed)
+        if existing is not None:
+            reinforce(existing, memory, key=self.key)
+            return Outcome(existing.memory_id, "reinforced")
+        insert_memory(self.odb, memory_id, memory, key=self.key,
+                      fingerprint=content_fingerprint(memory.type.value, memory.content),
+                      subject=proposed.subject, value=proposed.value, stated=proposed.stated)
+        add_event("create", [memory_id],
+                  after={"type": memory.type.value, "importance": memory.importance,
+                         "confidence": memory.confidence, "subject": proposed.subject},
+                  actor=memory.source.captured_by.value, key=self.key)
+        if proposed.vector is not None:
+            self.fresh[memory_id] = proposed.vector
+        outcome = Outcome(memory_id, "created")
+        for older in self._same_subject(proposed, exclude=memory_id):
+            self._link(outcome, proposed, older)
+        return outcome
+
+    # -- lookups ----------------------------------------------------------------
+
+    def _active(self, memory_type: str) -> object:
+        return (MemoryRow.type == memory_type) & (MemoryRow.status == Status.ACTIVE.value)
+
+    def _duplicate(self, proposed: Proposed) -> MemoryRow | None:
+        memory = proposed.memory
+        fingerprint = content_fingerprint(memory.type.value, memory.content)
+        row = (MemoryRow.select().where(self._active(memory.type.value),
+                                        MemoryRow.fingerprint == fingerprint)
+               .order_by(MemoryRow.id).first())
+        if row is not None or proposed.vector is None:
+            return row
+        best_id, best = None, self.settings.dedup_similarity
+        for memory_id, cosine in self._similar(proposed.vector, memory.type.value):
+            if cosine >= best:
+                best_id, best = memory_id, cosine
+        return MemoryRow.get_or_none(MemoryRow.memory_id == best_id) if best_id else None
+
+    def _restatement(self, proposed: Proposed) -> MemoryRow | None:
+        if not proposed.subject or proposed.value is None:
+            return None
+        for row in self._same_subject(proposed, exclude=None):
+            if (row.value or "") == proposed.value:
+                return row
+        return None
+
+    def _same_subject(self, proposed: Proposed, exclude: str | None) -> list[MemoryRow]:
+        if not proposed.subject:
+            return []
+        memory_type = proposed.memory.type.value
+        query = (MemoryRow.select().where(self._active(memory_type),
+                                          MemoryRow.subject == proposed.subject)
+                 .order_by(MemoryRow.id.desc()))
+        if exclude:
+            query = query.where(MemoryRow.memory_id != exclude)
+        rows = list(query.limit(20))
+        if proposed.subject not in BROAD_SUBJECTS:
+            return rows
+        if proposed.vector is None:
+            return []
+        close = {m for m, c in self._similar(proposed.vector, memory_type, within=rows)
+                 if c >= self.settings.related_similarity}
+        return [r for r in rows if r.memory_id in close]
+
+    def _similar(self, vector: np.ndarray, memory_type: str,
+                 within: list[MemoryRow] | None = None) -> list[tuple[str, float]]:
+        """(memoryId, cosine) of active memories of ``memory_type`` near ``vector``."""
+        pairs: dict[str, float] = {}
+        if within is not None:
+            for row in within:
+                other = self._vector_of(row.memory_id)
+                if other is not None:
+                    pairs[row.memory_id] = float(np.dot(vector, other))
+            return list(pairs.items())
+        if self.index is not None and len(self.index):
+            for hit in self.index.top(vector, 8):
+                pairs[hit.memory_id] = hit.cosine
+        for memory_id, other in self.fresh.items():
+            pairs[memory_id] = float(np.dot(vector, other))
+        if not pairs:
+            return []
+        alive = {r.memory_id for r in MemoryRow.select(MemoryRow.memory_id).where(
+            self._active(memory_type), MemoryRow.memory_id.in_(list(pairs)))}
+        return [(m, c) for m, c in pairs.items() if m in alive]
+
+    def _vector_of(self, memory_id: str) -> np.ndarray | None:
+        if memory_id in self.fresh:
+            return self.fresh[memory_id]
+        if self.index is not None and memory_id in self.index.positions:
+            return self.index.matrix[self.index.positions[memory_id]]
+        return None
+
+    # -- decisions --------------------------------------------------------------
+
+    def _link(self, outcome: Outcome, proposed: Proposed, older: MemoryRow) -> None:
+        new_id = outcome.memory_id
+        if proposed.stated and proposed.memory.confidence >= older.confidence:
+            set_status(older, Status.SUPERSEDED, reason="restated by the user",
+                       actor="extractor", key=self.key, by=new_id)
+            edge_type, reason = EdgeType.UPDATES, f"restates {proposed.subject}"
+            outcome.superseded.append(older.memory_id)
+        else:
+            edge_type, reason = EdgeType.CONTRADICTS, f"conflicts on {proposed.subject}"
+            outcome.contradicted.append(older.memory_id)
+            add_event("contradict", [new_id, older.memory_id],
+                      after={"subject": proposed.subject}, reason=reason, actor="extractor",
+                      key=self.key)
+        insert_edge(self.odb, EdgeInput(from_memory_id=new_id, to_memory_id=older.memory_id,
+                                        edge_type=edge_type, weight=1.0, reason=reason),
+                    from_id=new_id, to_id=older.memory_id, key=self.key, actor="extractor")

@@ -1,0 +1,105 @@
+"""The write-back operation: proposed memories and edges in, one transaction, ids out.
+
+The receipt that makes a write idempotent commits in the same transaction as the
+data: a redelivered task finds it and writes nothing. Memory ids are derived from
+the idempotency key and the candidate's position, so even a replay whose receipt
+was garbage-collected lands on the same ids instead of creating copies.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from orchmem.config import MemoryValidationError
+
+from .database import OrchestratorDB
+from .reconcile import Proposed, Reconciler
+from .schema import EdgeInput, MemoryInput, derive_id
+from .store import FINAL_RECEIPTS, RECEIPT_DONE, finish_receipt, insert_edge, store_embeddings
+from .tables import MemoryRow, TaskReceiptRow
+from .vectors import index_for
+
+
+def write_memories(
+    odb: OrchestratorDB,
+    *,
+    key: str,
+    task: str,
+    memories: Sequence[MemoryInput | Proposed],
+    edges: Sequence[EdgeInput] = (),
+    vectors: Sequence[np.ndarray | None] | None = None,
+    embedder: str | None = None,
+    extra_result: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Reconcile and store ``memories`` and ``edges`` with the receipt for ``key``.
+
+    ``memories`` are explicit MemoryInputs (``vectors`` beside them, optional) or
+    Proposed items from an extractor. Returns the task result, also stored in the
+    receipt: ``memoryIds`` (in input order), ``created``, ``reinforced``,
+    ``superseded``, ``contradicted``, ``edgeIds``, ``embedded``, ``duplicate``.
+    Raises MemoryValidationError for an edge naming an unknown key, MemoryNotFound or
+    ScopeViolation for an edge to a memory this orchestrator does not have; then
+    nothing of the request is written.
+    """
+    proposals = [m if isinstance(m, Proposed) else Proposed.explicit(
+        m, vectors[i] if vectors is not None else None) for i, m in enumerate(memories)]
+    dim = next((int(p.vector.shape[0]) for p in proposals if p.vector is not None), 0)
+    # The index is refreshed before the transaction and only read inside it: a rolled
+    # back write must never leave its vectors in a cache.
+    index = index_for(odb, embedder, dim) if embedder and dim else None
+    with odb.write():
+        receipt = TaskReceiptRow.get_or_none(TaskReceiptRow.key == key)
+        if receipt is not None and receipt.status in FINAL_RECEIPTS and receipt.result:
+            stored: dict[str, Any] = json.loads(receipt.result)
+            return {**stored, "duplicate": True}
+        reconciler = Reconciler(odb, key, odb.memory.writeback, index)
+        ids: list[str] = []
+        created: list[str] = []
+        reinforced: list[str] = []
+        superseded: list[str] = []
+        contradicted: list[list[str]] = []
+        local: dict[str, str] = {}
+        new_vectors: list[tuple[str, np.ndarray]] = []
+        for position, proposed in enumerate(proposals):
+            memory_id = derive_id("m", odb.orchestrator_id, key, position)
+            if MemoryRow.get_or_none(MemoryRow.memory_id == memory_id) is not None:
+                ids.append(memory_id)  # replay of a key whose receipt is gone
+                continue
+            outcome = reconciler.apply(memory_id, proposed)
+            ids.append(outcome.memory_id)
+            if outcome.action == "created":
+                created.append(outcome.memory_id)
+                if proposed.vector is not None:
+                    new_vectors.append((outcome.memory_id, proposed.vector))
+            else:
+                reinforced.append(outcome.memory_id)
+            superseded += outcome.superseded
+            contradicted += [[outcome.memory_id, old] for old in outcome.contradicted]
+            if proposed.memory.key:
+                local[proposed.memory.key] = outcome.memory_id
+        embedded = store_embeddings(new_vectors, embedder) if new_vectors and embedder else 0
+        edge_ids = []
+        for position, edge in enumerate(edges):
+            from_id = _resolve_end(edge.from_memory_id, local, f"edges.{position}.fromMemoryId")
+            to_id = _resolve_end(edge.to_memory_id, local, f"edges.{position}.toMemoryId")
+            edge_ids.append(insert_edge(odb, edge, from_id=from_id, to_id=to_id, key=key,
+                                        actor="system"))
+        result = {"ok": True, "task": task, "orchestratorId": odb.orchestrator_id,
+                  "idempotencyKey": key, "memoryIds": ids, "created": created,
+                  "reinforced": reinforced, "superseded": superseded,
+                  "contradicted": contradicted, "edgeIds": edge_ids, "embedded": embedded,
+                  **(extra_result or {})}
+        finish_receipt(key, RECEIPT_DONE, result)
+    return {**result, "duplicate": False}
+
+
+def _resolve_end(ref: str, local: dict[str, str], where: str) -> str:
+    if ref in local:
+        return local[ref]
+    if ref.startswith("m-"):
+        return ref
+    message = f"{where}: {ref!r} is neither a memoryId nor the key of a memory in this request"
+    raise MemoryValidationError(message, [{"path": where, "message": message}])

@@ -1,0 +1,47 @@
+"""The re-embed task: memories stored without vectors get them, in batches, on a real worker."""
+
+from __future__ import annotations
+
+import pytest
+from orchmem.config import Settings
+from orchmem.models.database import Databases
+from orchmem.models.embedding import Embedder
+from orchmem.models.memlog import read_log
+from orchmem.models.recall import recall
+from orchmem.models.reembed import remaining
+from orchmem.models.schema import MemoryInput, validate
+from orchmem.models.writeback import write_memories
+from orchmem.tasks.maintenance import REEMBED
+from orchmem.worker.app import OrchmemCelery
+from orchmem.worker.publish import publish
+
+pytestmark = pytest.mark.usefixtures("worker")
+
+
+def test_reembed_fills_missing_vectors_in_batches_and_recall_uses_them(
+        app: OrchmemCelery, settings: Settings, embedder: Embedder, orch_id: str) -> None:
+    databases = Databases(settings)
+    odb = databases.open(orch_id)
+    memories = [validate(MemoryInput, {"type": "Fact", "content": f"fact {i} about gardening",
+                                       "source": {"sourceType": "manual", "capturedBy": "user"}})
+                for i in range(25)]
+    write_memories(odb, key="no-vectors", task="t", memories=memories)
+    assert remaining(odb, embedder.version) == 25
+    assert recall(orch_id, "gardening", databases=databases).vector_available is False
+
+    _, result = publish(app, REEMBED, orch_id, "reembed",
+                        {"idempotencyKey": "reembed-test", "batchSize": 10})
+    value = result.get(timeout=120)
+    assert value["embedded"] == 25 and value["remaining"] == 0 and value["batches"] == 3
+    assert remaining(odb, embedder.version) == 0
+    bundle = recall(orch_id, "growing plants", databases=databases)
+    assert bundle.vector_available and bundle.candidates["vector"] == 25
+    progress = [r for r in read_log(odb.workspace.log_path) if r["event"] == "reembed_progress"]
+    assert [r["remaining"] for r in progress] == [15, 5, 0]
+
+
+def test_reembed_rejects_bad_parameters(app: OrchmemCelery, orch_id: str) -> None:
+    _, result = publish(app, REEMBED, orch_id, "reembed",
+                        {"idempotencyKey": "bad-batch", "batchSize": -3})
+    result.get(timeout=60, propagate=False)
+    assert result.failed()
