@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from orchmem.config import Settings, load_settings
+
+from orchmem.config import Settings, load_settings, to_toml
 from orchmem.worker.app import create_app
 from orchmem.worker.broker import free_port, redis_server_binary
 
@@ -75,9 +76,7 @@ def settings_for(root: Path, broker_url: str, **overrides: Any) -> Settings:
 def worker_process(settings: Settings, shards: Sequence[int] | None = None) -> Iterator[None]:
     """``orchmem worker`` in a subprocess, ready (answering pings) when the block starts."""
     config = settings.root / "bench.toml"
-    lines = [f'root = "{settings.root}"', f'broker_url = "{settings.broker_url}"',
-             f"shards = {settings.shards}"]
-    config.write_text("\n".join(lines) + "\n")
+    config.write_text(to_toml(settings, exclude_defaults=True))
     env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHMEM_")}
     env["ORCHMEM_CONFIG"] = str(config)
     args = [sys.executable, "-m", "orchmem.worker", "worker", "--loglevel", "WARNING"]

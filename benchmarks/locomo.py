@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from _harness import emit, temp_root
+
 from orchmem.config import load_settings
 from orchmem.config.settings import RetrievalSettings
 from orchmem.models.database import Databases

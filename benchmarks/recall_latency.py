@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from _harness import emit, percentiles, temp_root
+
 from orchmem.config import load_settings
 from orchmem.models.database import Databases
 from orchmem.models.embedding import get_embedder

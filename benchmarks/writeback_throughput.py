@@ -15,6 +15,7 @@ import argparse
 import time
 
 from _harness import emit, percentiles, redis_server, settings_for, temp_root, worker_process
+
 from orchmem.models.database import Databases
 from orchmem.models.schema import parse_ts
 from orchmem.tasks.writeback import WRITEBACK

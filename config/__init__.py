@@ -14,7 +14,7 @@ from .errors import (
     StorageError,
 )
 from .ids import ORCHESTRATOR_ID_PATTERN, check_orchestrator_id
-from .settings import MemorySettings, Settings, load_settings
+from .settings import MemorySettings, Settings, load_settings, to_toml
 
 __all__ = [
     "ORCHESTRATOR_ID_PATTERN",
@@ -33,4 +33,5 @@ __all__ = [
     "StorageError",
     "check_orchestrator_id",
     "load_settings",
+    "to_toml",
 ]

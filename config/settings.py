@@ -11,6 +11,7 @@ Settings are built by :func:`load_settings`, never at import time.
 
 from __future__ import annotations
 
+import json
 import os
 import tomllib
 from pathlib import Path
@@ -61,6 +62,11 @@ class IngestSettings(_Section):
     max_file_size_mb: float = Field(5.0, gt=0.0, le=1024.0)
     #: Upper bound on the memories one file may produce.
     max_memories_per_file: int = Field(2000, ge=1, le=100_000)
+    #: Files handled by one scan task; the rest go to a follow-up scan.
+    max_files_per_scan: int = Field(500, ge=1, le=100_000)
+    #: A file modified more recently than this is left for the next scan (it may still
+    #: be being written). Drop files by writing elsewhere and renaming into ingest/.
+    min_file_age_s: float = Field(1.0, ge=0.0, le=3600.0)
 
 
 class ScopeSettings(_Section):
@@ -77,6 +83,9 @@ class ScopeSettings(_Section):
 
 
 class WritebackSettings(_Section):
+    #: "rules" (built in), or "package.module:function" for another extractor with the
+    #: same signature: (messages, kind) -> candidates.
+    extractor: str = Field("rules", pattern=r"^(rules|[A-Za-z_][\w.]*:[A-Za-z_]\w*)$")
     #: Cosine similarity at or above which a candidate reinforces an existing memory
     #: of the same type instead of creating a duplicate.
     dedup_similarity: float = Field(0.95, ge=0.5, le=1.0)
@@ -279,6 +288,39 @@ class Settings(BaseSettings):
         if self.broker_url:
             env["ORCHMEM_BROKER_URL"] = self.broker_url
         return env
+
+
+def to_toml(settings: Settings, *, exclude_defaults: bool = False) -> str:
+    """The settings as TOML that :func:`load_settings` reads back to the same values."""
+    data = settings.model_dump(mode="json", exclude_defaults=exclude_defaults,
+                               exclude_none=True)
+    return _toml_table(data, "")
+
+
+def _toml_table(data: dict[str, Any], prefix: str) -> str:
+    lines = [f"{_toml_key(k)} = {_toml_value(v)}" for k, v in data.items()
+             if not isinstance(v, dict)]
+    out = ([f"[{prefix}]"] if prefix and lines else []) + lines
+    for key, value in data.items():
+        if isinstance(value, dict):
+            name = f"{prefix}.{_toml_key(key)}" if prefix else _toml_key(key)
+            out.append(_toml_table(value, name) if value else f"[{name}]")
+    return "\n".join(part for part in out if part) + "\n"
+
+
+def _toml_key(key: str) -> str:
+    return key if key.replace("_", "").replace("-", "").isalnum() and key.isascii() \
+        else json.dumps(key)
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return json.dumps(str(value))
 
 
 def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:

@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import peewee
+from peewee import SqliteDatabase
+
 from orchmem.config import (
     MemoryCorrupt,
     MemoryDisabled,
@@ -35,7 +37,6 @@ from orchmem.config import (
     StorageError,
     check_orchestrator_id,
 )
-from peewee import SqliteDatabase
 
 from .memlog import MemoryLog
 from .schema import format_ts, utc_now
@@ -294,6 +295,8 @@ def check_not_disabled(workspace: Workspace) -> None:
 def pragmas(settings: Settings) -> list[tuple[str, Any]]:
     return [
         ("journal_mode", "wal"),
+        # Freed pages are zeroed: a hard-forgotten memory leaves no text in the file.
+        ("secure_delete", 1),
         ("busy_timeout", settings.worker.busy_timeout_ms),
         ("foreign_keys", 1),
         ("synchronous", settings.worker.sqlite_synchronous),

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from orchmem.config import EmbeddingError
 from orchmem.config.settings import DEFAULT_EMBEDDING_MODEL, EmbeddingSettings
 

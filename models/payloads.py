@@ -10,12 +10,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from typing import Annotated, Any
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, field_validator, model_validator
 
 from orchmem.config import MemoryValidationError
-from pydantic import Field, field_validator
 
-from .schema import EdgeInput, MemoryInput, _Model
+from .schema import EdgeInput, MemoryInput, ShortText, _check_timestamp, _Model
 
 _KEY = re.compile(r"^[\x21-\x7e]{1,200}$")
 IdempotencyKey = Annotated[str, Field(strict=True, min_length=1, max_length=200)]
@@ -52,12 +54,93 @@ def key_of(orchestrator_id: str, kind: str, payload: Any) -> str:
     return derive_key(orchestrator_id, kind, payload)
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+MAX_MESSAGE_CHARS = 20_000
+PlainText = Annotated[str, Field(strict=True, min_length=1, max_length=MAX_MESSAGE_CHARS)]
+
+
+def _plain(value: str) -> str:
+    if _CONTROL.search(value):
+        raise ValueError("must be plain text without control characters or NUL bytes")
+    return value
+
+
+class TranscriptMessage(_Model):
+    role: Literal["user", "assistant", "system", "tool"]
+    text: PlainText
+    at: datetime | None = None
+
+    @field_validator("text")
+    @classmethod
+    def _text(cls, value: str) -> str:
+        return _plain(value)
+
+    @field_validator("at", mode="before")
+    @classmethod
+    def _at(cls, value: Any) -> Any:
+        return None if value is None else _check_timestamp(value)
+
+
+class ChannelTranscript(_Model):
+    """An inbound conversation: only the user's own statements can become memories."""
+
+    conversation_id: ShortText
+    channel: ShortText | None = None
+    messages: list[TranscriptMessage] = Field(min_length=1, max_length=500)
+
+
+class WorkflowOutput(_Model):
+    """A workflow step's output: text, or JSON whose keys name memory types."""
+
+    workflow_run_id: ShortText
+    step_id: ShortText
+    output: PlainText | dict[str, Any]
+
+    @field_validator("output")
+    @classmethod
+    def _output(cls, value: str | dict[str, Any]) -> str | dict[str, Any]:
+        return _plain(value) if isinstance(value, str) else value
+
+
+class Finding(_Model):
+    severity: Literal["info", "warning", "error", "critical"]
+    text: PlainText
+    component: ShortText | None = None
+
+    @field_validator("text")
+    @classmethod
+    def _text(cls, value: str) -> str:
+        return _plain(value)
+
+
+class Diagnostics(_Model):
+    """Findings of a diagnostics run, each stored as an Observation with its severity."""
+
+    run_id: ShortText | None = None
+    findings: list[Finding] = Field(min_length=1, max_length=200)
+
+
 class WritebackRequest(_Model):
-    """Explicit memories and edges to upsert (SPEC.md "Memory write-back triggers")."""
+    """What an orchestrator writes back (SPEC.md "Memory write-back triggers").
+
+    Any mix of explicit ``memories`` (and ``edges`` between them or to existing
+    memories), a ``channelTranscript``, a ``workflowOutput`` and ``diagnostics``.
+    """
 
     idempotency_key: IdempotencyKey | None = None
     memories: list[MemoryInput] = Field(default_factory=list)
     edges: list[EdgeInput] = Field(default_factory=list)
+    channel_transcript: ChannelTranscript | None = None
+    workflow_output: WorkflowOutput | None = None
+    diagnostics: Diagnostics | None = None
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> WritebackRequest:
+        if not (self.memories or self.channel_transcript or self.workflow_output
+                or self.diagnostics):
+            raise ValueError("nothing to write: give memories, channelTranscript, "
+                             "workflowOutput or diagnostics")
+        return self
 
     @field_validator("idempotency_key")
     @classmethod

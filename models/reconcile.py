@@ -3,8 +3,11 @@
 For each proposed memory, inside the write transaction, in this order:
 
 1. **Duplicate.** An active memory of the same type with the same normalized content
-   (fingerprint), or with a vector at cosine >= ``dedup_similarity``, is reinforced
-   (confidence, updatedAt, one more source row) instead of copied.
+   (fingerprint), or a near-duplicate, is reinforced (confidence, updatedAt, one more
+   source row) instead of copied. Near-duplicate means a vector at cosine >=
+   ``dedup_similarity`` *and* the same gist in words: the same numbers and a word
+   overlap (Jaccard) of at least 0.6. Embeddings alone would merge "the code is 8082"
+   into "the code is 3468"; a merge must never lose a fact.
 2. **Same subject, same value.** An active memory of the same type that fills the same
    exclusive slot (``subject``) with the same value is a restatement: reinforced.
 3. **Same subject, another value.** The candidate is stored, then linked to each such
@@ -23,9 +26,11 @@ Nothing is deleted. Every decision writes an audit event.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
+
 from orchmem.config.settings import WritebackSettings
 
 from .database import OrchestratorDB
@@ -33,7 +38,7 @@ from .extraction import Candidate, subject_of
 from .schema import CapturedBy, EdgeInput, EdgeType, MemoryInput, Status, content_fingerprint
 from .store import add_event, insert_edge, insert_memory, reinforce, set_status
 from .tables import MemoryRow
-from .vectors import VectorIndex
+from .vectors import VectorIndex, dot
 
 #: Subjects too broad to link on their own: the vectors must agree as well.
 BROAD_SUBJECTS = frozenset({"prefer", "decision", "instruction"})
@@ -71,19 +76,61 @@ class Outcome:
     contradicted: list[str] = field(default_factory=list)
 
 
+_WORD = re.compile(r"\w+")
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+#: Word overlap two near-duplicates must share.
+MIN_WORD_OVERLAP = 0.6
+
+
+def same_gist(a: str, b: str) -> bool:
+    """True when two texts carry the same numbers and mostly the same words."""
+    if set(_NUMBER.findall(a)) != set(_NUMBER.findall(b)):
+        return False
+    words_a, words_b = set(_WORD.findall(a.casefold())), set(_WORD.findall(b.casefold()))
+    if not words_a or not words_b:
+        return False
+    return len(words_a & words_b) / len(words_a | words_b) >= MIN_WORD_OVERLAP
+
+
+#: Nearest stored neighbours looked at per candidate.
+NEIGHBOURS = 8
+
+
 @dataclass
 class Reconciler:
-    """Decides, for one write transaction, what each proposed memory does."""
+    """Decides, for one write transaction, what each proposed memory does.
+
+    ``prepare`` finds every candidate's nearest stored neighbours in one matrix product
+    before the loop (a bulk write of n memories costs one n x N product, not n).
+    """
 
     odb: OrchestratorDB
     key: str
     settings: WritebackSettings
     index: VectorIndex | None = None
-    #: Vectors of memories created earlier in this same transaction.
-    fresh: dict[str, np.ndarray] = field(default_factory=dict)
+    #: memoryIds and vectors (rows of ``fresh_matrix``) of memories created earlier in
+    #: this same transaction.
+    fresh_ids: list[str] = field(default_factory=list)
+    fresh_rows: dict[str, int] = field(default_factory=dict)
+    fresh_matrix: np.ndarray | None = None
+    neighbours: dict[int, list[tuple[str, float]]] = field(default_factory=dict)
+    _position: int = -1
 
-    def apply(self, memory_id: str, proposed: Proposed) -> Outcome:
+    def prepare(self, proposals: list[Proposed]) -> None:
+        with_vectors = [(i, p.vector) for i, p in enumerate(proposals) if p.vector is not None]
+        if with_vectors:
+            self.fresh_matrix = np.zeros((len(with_vectors), with_vectors[0][1].shape[0]),
+                                         dtype=np.float32)
+        if self.index is None or not len(self.index) or not with_vectors:
+            return
+        queries = np.vstack([v for _, v in with_vectors])
+        for (position, _), hits in zip(with_vectors, self.index.top_many(queries, NEIGHBOURS),
+                                       strict=True):
+            self.neighbours[position] = [(h.memory_id, h.cosine) for h in hits]
+
+    def apply(self, memory_id: str, proposed: Proposed, position: int = -1) -> Outcome:
         memory = proposed.memory
+        self._position = position
         existing = self._duplicate(proposed) or self._restatement(proposed)
         if existing is not None:
             reinforce(existing, memory, key=self.key)
@@ -95,8 +142,10 @@ class Reconciler:
                   after={"type": memory.type.value, "importance": memory.importance,
                          "confidence": memory.confidence, "subject": proposed.subject},
                   actor=memory.source.captured_by.value, key=self.key)
-        if proposed.vector is not None:
-            self.fresh[memory_id] = proposed.vector
+        if proposed.vector is not None and self.fresh_matrix is not None:
+            self.fresh_rows[memory_id] = len(self.fresh_ids)
+            self.fresh_matrix[len(self.fresh_ids)] = proposed.vector
+            self.fresh_ids.append(memory_id)
         outcome = Outcome(memory_id, "created")
         for older in self._same_subject(proposed, exclude=memory_id):
             self._link(outcome, proposed, older)
@@ -115,11 +164,13 @@ class Reconciler:
                .order_by(MemoryRow.id).first())
         if row is not None or proposed.vector is None:
             return row
-        best_id, best = None, self.settings.dedup_similarity
-        for memory_id, cosine in self._similar(proposed.vector, memory.type.value):
-            if cosine >= best:
-                best_id, best = memory_id, cosine
-        return MemoryRow.get_or_none(MemoryRow.memory_id == best_id) if best_id else None
+        close = sorted(((c, m) for m, c in self._similar(proposed.vector, memory.type.value)
+                        if c >= self.settings.dedup_similarity), reverse=True)
+        for _, memory_id in close:
+            row = MemoryRow.get_or_none(MemoryRow.memory_id == memory_id)
+            if row is not None and same_gist(row.content, memory.content):
+                return row
+        return None
 
     def _restatement(self, proposed: Proposed) -> MemoryRow | None:
         if not proposed.subject or proposed.value is None:
@@ -157,11 +208,14 @@ class Reconciler:
                 if other is not None:
                     pairs[row.memory_id] = float(np.dot(vector, other))
             return list(pairs.items())
-        if self.index is not None and len(self.index):
-            for hit in self.index.top(vector, 8):
-                pairs[hit.memory_id] = hit.cosine
-        for memory_id, other in self.fresh.items():
-            pairs[memory_id] = float(np.dot(vector, other))
+        if self._position in self.neighbours:
+            pairs.update(self.neighbours[self._position])
+        elif self.index is not None and len(self.index):
+            pairs.update((h.memory_id, h.cosine) for h in self.index.top(vector, NEIGHBOURS))
+        if self.fresh_ids and self.fresh_matrix is not None:
+            cosines = dot(self.fresh_matrix[: len(self.fresh_ids)], vector)
+            for j in np.argpartition(-cosines, min(NEIGHBOURS, len(cosines)) - 1)[:NEIGHBOURS]:
+                pairs[self.fresh_ids[j]] = float(cosines[j])
         if not pairs:
             return []
         alive = {r.memory_id for r in MemoryRow.select(MemoryRow.memory_id).where(
@@ -169,8 +223,8 @@ class Reconciler:
         return [(m, c) for m, c in pairs.items() if m in alive]
 
     def _vector_of(self, memory_id: str) -> np.ndarray | None:
-        if memory_id in self.fresh:
-            return self.fresh[memory_id]
+        if memory_id in self.fresh_rows and self.fresh_matrix is not None:
+            return self.fresh_matrix[self.fresh_rows[memory_id]]
         if self.index is not None and memory_id in self.index.positions:
             return self.index.matrix[self.index.positions[memory_id]]
         return None

@@ -21,23 +21,25 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any, TypeVar
 
-from orchmem.config import (
-    ORCHESTRATOR_ID_PATTERN,
-    MemoryValidationError,
-    ScopeViolation,
-    check_orchestrator_id,
-)
 from pydantic import (
     AliasGenerator,
     BaseModel,
     ConfigDict,
     Field,
+    TypeAdapter,
     ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
 )
 from pydantic.alias_generators import to_camel
+
+from orchmem.config import (
+    ORCHESTRATOR_ID_PATTERN,
+    MemoryValidationError,
+    ScopeViolation,
+    check_orchestrator_id,
+)
 
 from .workspace import Workspace
 
@@ -358,12 +360,28 @@ def validate(
     try:
         return model.model_validate(data, context=context, by_alias=True, by_name=True)
     except ValidationError as exc:
-        errors = [
-            {"path": _path(where, err["loc"]), "message": _message(err)} for err in exc.errors()
-        ]
-        summary = "; ".join(f"{e['path']}: {e['message']}" for e in errors[:5])
-        more = f" (+{len(errors) - 5} more)" if len(errors) > 5 else ""
-        raise MemoryValidationError(f"invalid {model.__name__}: {summary}{more}", errors) from None
+        raise _wrap_errors(exc, where, model.__name__) from None
+
+
+T = TypeVar("T")
+
+
+def validate_with(adapter: TypeAdapter[T], data: Any, *, workspace: Workspace | None = None,
+                  max_content_chars: int = MAX_CONTENT_CHARS, where: str = "",
+                  name: str = "payload") -> T:
+    """Like :func:`validate`, for a TypeAdapter (e.g. a discriminated union)."""
+    context = {"workspace": workspace, "max_content_chars": max_content_chars}
+    try:
+        return adapter.validate_python(data, context=context, by_alias=True, by_name=True)
+    except ValidationError as exc:
+        raise _wrap_errors(exc, where, name) from None
+
+
+def _wrap_errors(exc: ValidationError, where: str, name: str) -> MemoryValidationError:
+    errors = [{"path": _path(where, err["loc"]), "message": _message(err)} for err in exc.errors()]
+    summary = "; ".join(f"{e['path']}: {e['message']}" for e in errors[:5])
+    more = f" (+{len(errors) - 5} more)" if len(errors) > 5 else ""
+    return MemoryValidationError(f"invalid {name}: {summary}{more}", errors)
 
 
 def _path(prefix: str, loc: tuple[Any, ...]) -> str:

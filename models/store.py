@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from orchmem.config import MemoryNotFound, StorageError
 from peewee import JOIN
+
+from orchmem.config import MemoryNotFound, StorageError
 
 from .database import OrchestratorDB
 from .embedding import vector_to_blob

@@ -166,6 +166,8 @@ class IngestManifestRow(_Table):
     memory_ids = TextField()  # JSON list
     reason = CharField(null=True)
     detail = TextField(null=True)
+    #: 1 once the file left ingest/; a committed row with 0 is a move still to finish.
+    moved = IntegerField(default=0)
     at = CharField()
 
     class Meta:

@@ -111,18 +111,30 @@ class VectorIndex:
         n = len(self.ids)
         if n == 0 or k <= 0:
             return []
-        scores = _dot(self.matrix[:n], query)
-        k = min(k, n)
-        part = np.argpartition(-scores, k - 1)[:k] if k < n else np.arange(n)
         # Ties on score break on memoryId, so the order never depends on load order.
-        ids = [self.ids[i] for i in part]
-        order = sorted(range(len(part)), key=lambda j: (-float(scores[part[j]]), ids[j]))
-        return [VectorHit(ids[j], float(scores[part[j]])) for j in order]
+        return _top_ids(self, dot(self.matrix[:n], query), k)
+
+    def top_many(self, queries: np.ndarray, k: int) -> list[list[VectorHit]]:
+        """``top`` for each row of ``queries``, with one matrix product."""
+        n = len(self.ids)
+        if n == 0 or k <= 0:
+            return [[] for _ in range(queries.shape[0])]
+        scores = dot(self.matrix[:n], np.ascontiguousarray(queries.T))
+        return [_top_ids(self, scores[:, j], k) for j in range(queries.shape[0])]
 
 
-def _dot(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
-    """``matrix @ query`` in torch (zero-copy views), as a numpy vector."""
-    q = torch.from_numpy(np.ascontiguousarray(query, dtype=np.float32))
+def _top_ids(index: VectorIndex, scores: np.ndarray, k: int) -> list[VectorHit]:
+    n = scores.shape[0]
+    k = min(k, n)
+    part = np.argpartition(-scores, k - 1)[:k] if k < n else np.arange(n)
+    ids = [index.ids[i] for i in part]
+    order = sorted(range(len(part)), key=lambda j: (-float(scores[part[j]]), ids[j]))
+    return [VectorHit(ids[j], float(scores[part[j]])) for j in order]
+
+
+def dot(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """``matrix @ query`` in torch (zero-copy views), as numpy (see the module docstring)."""
+    q = torch.from_numpy(np.ascontiguousarray(query, dtype=np.float32))  # vector or matrix
     with torch.inference_mode():
         return (torch.from_numpy(np.ascontiguousarray(matrix)) @ q).numpy()
 
@@ -155,7 +167,7 @@ def search(odb: OrchestratorDB, query: np.ndarray, *, embedder: str, limit: int,
             if not subset:
                 return [], total
             rows = np.array([index.positions[m] for m in subset])
-            scores = _dot(index.matrix[rows], query)
+            scores = dot(index.matrix[rows], query)
             hits = sorted((VectorHit(m, float(s)) for m, s in zip(subset, scores, strict=True)),
                           key=lambda h: (-h.cosine, h.memory_id))
             passing = keep([h.memory_id for h in hits]) if keep else None

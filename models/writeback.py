@@ -9,10 +9,11 @@ was garbage-collected lands on the same ids instead of creating copies.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+
 from orchmem.config import MemoryValidationError
 
 from .database import OrchestratorDB
@@ -33,6 +34,7 @@ def write_memories(
     vectors: Sequence[np.ndarray | None] | None = None,
     embedder: str | None = None,
     extra_result: dict[str, Any] | None = None,
+    also: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Reconcile and store ``memories`` and ``edges`` with the receipt for ``key``.
 
@@ -42,7 +44,8 @@ def write_memories(
     ``superseded``, ``contradicted``, ``edgeIds``, ``embedded``, ``duplicate``.
     Raises MemoryValidationError for an edge naming an unknown key, MemoryNotFound or
     ScopeViolation for an edge to a memory this orchestrator does not have; then
-    nothing of the request is written.
+    nothing of the request is written. ``also(result)`` runs inside the transaction,
+    before it commits (ingest records its manifest row there).
     """
     proposals = [m if isinstance(m, Proposed) else Proposed.explicit(
         m, vectors[i] if vectors is not None else None) for i, m in enumerate(memories)]
@@ -56,6 +59,7 @@ def write_memories(
             stored: dict[str, Any] = json.loads(receipt.result)
             return {**stored, "duplicate": True}
         reconciler = Reconciler(odb, key, odb.memory.writeback, index)
+        reconciler.prepare(proposals)
         ids: list[str] = []
         created: list[str] = []
         reinforced: list[str] = []
@@ -68,7 +72,7 @@ def write_memories(
             if MemoryRow.get_or_none(MemoryRow.memory_id == memory_id) is not None:
                 ids.append(memory_id)  # replay of a key whose receipt is gone
                 continue
-            outcome = reconciler.apply(memory_id, proposed)
+            outcome = reconciler.apply(memory_id, proposed, position)
             ids.append(outcome.memory_id)
             if outcome.action == "created":
                 created.append(outcome.memory_id)
@@ -92,6 +96,8 @@ def write_memories(
                   "reinforced": reinforced, "superseded": superseded,
                   "contradicted": contradicted, "edgeIds": edge_ids, "embedded": embedded,
                   **(extra_result or {})}
+        if also is not None:
+            also(result)
         finish_receipt(key, RECEIPT_DONE, result)
     return {**result, "duplicate": False}
 

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from celery import Task
+
 from orchmem.config import (
     MemoryCorrupt,
     MemoryDisabled,
@@ -38,7 +39,14 @@ from orchmem.config import (
 from orchmem.models.database import Databases, OrchestratorDB, quarantine
 from orchmem.models.memlog import MemoryLog
 from orchmem.models.payloads import key_of
-from orchmem.models.store import dead_letter, record_delivery, reject_task, release_delivery
+from orchmem.models.store import (
+    RECEIPT_DONE,
+    dead_letter,
+    finish_receipt,
+    record_delivery,
+    reject_task,
+    release_delivery,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -181,6 +189,13 @@ def _check_size(payload: Any) -> None:
             f"payload has {size} bytes; the limit is {MAX_PAYLOAD_BYTES}",
             [{"path": "payload", "message": "too large"}])
 
+
+
+def complete(odb: OrchestratorDB, key: str, result: dict[str, Any]) -> dict[str, Any]:
+    """Store the result of a task whose body did not commit its own receipt."""
+    with odb.write():
+        finish_receipt(key, RECEIPT_DONE, result)
+    return result
 
 
 def _log_bytes(settings: Settings) -> int:

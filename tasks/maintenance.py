@@ -7,13 +7,13 @@ import time
 from typing import Any
 
 from celery import shared_task
+
 from orchmem.config import MemoryValidationError
 from orchmem.models.database import OrchestratorDB
 from orchmem.models.embedding import get_embedder
 from orchmem.models.reembed import reembed_batch, remaining
-from orchmem.models.store import RECEIPT_DONE, finish_receipt
 
-from .base import MemoryTask
+from .base import MemoryTask, complete
 
 logger = logging.getLogger(__name__)
 
@@ -69,8 +69,6 @@ def reembed(self: MemoryTask, orchestrator_id: str, payload: dict[str, Any]) -> 
                   "batches": batches, "embedder": embedder.version,
                   "seconds": round(time.monotonic() - started, 3), "continued": continued}
         odb.log.write("reembed", **{k: v for k, v in result.items() if k != "ok"})
-        with odb.write():
-            finish_receipt(key, RECEIPT_DONE, result)
-        return result
+        return complete(odb, key, result)
 
     return self.guarded(orchestrator_id, payload, "reembed", body)

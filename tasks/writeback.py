@@ -1,16 +1,21 @@
-"""The write-back task: candidate memories and edges in, memoryIds out, exactly once."""
+"""The write-back task: what an orchestrator produced in, memories and edges out, once."""
 
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any
 
 from celery import shared_task
+
 from orchmem.config import EmbeddingError, MemoryValidationError
 from orchmem.models.database import OrchestratorDB
 from orchmem.models.embedding import get_embedder
+from orchmem.models.extraction import load_extractor
 from orchmem.models.payloads import WritebackRequest
-from orchmem.models.schema import MemoryInput, validate
+from orchmem.models.proposals import build
+from orchmem.models.reconcile import Proposed
+from orchmem.models.schema import validate
 from orchmem.models.writeback import write_memories
 
 from .base import MemoryTask
@@ -22,46 +27,60 @@ WRITEBACK = "orchmem.writeback"
 
 @shared_task(base=MemoryTask, bind=True, name=WRITEBACK)
 def writeback(self: MemoryTask, orchestrator_id: str, payload: dict[str, Any]) -> dict[str, Any]:
-    """Validate ``payload`` (a WritebackRequest), embed its memories, upsert them.
+    """Validate ``payload`` (a WritebackRequest), extract, embed, reconcile, store.
 
-    Returns ``{"ok", "memoryIds", "created", "reinforced", "edgeIds", "embedded",
-    "duplicate", ...}``. A redelivered or re-published payload (same idempotency key)
-    returns the stored result and writes nothing.
+    Returns ``{"ok", "memoryIds", "created", "reinforced", "superseded", "contradicted",
+    "edgeIds", "embedded", "skipped", "ignoredKeys", "duplicate", ...}``. A redelivered
+    or re-published payload (same idempotency key) returns the stored result and
+    writes nothing.
     """
 
     def body(odb: OrchestratorDB, key: str) -> dict[str, Any]:
-        limit = odb.memory.writeback.max_memories_per_task
-        if isinstance(payload.get("memories"), list) and len(payload["memories"]) > limit:
+        limits = odb.memory.writeback
+        if isinstance(payload.get("memories"), list) and \
+                len(payload["memories"]) > limits.max_memories_per_task:
             raise MemoryValidationError(
-                f"memories: {len(payload['memories'])} memories in one task; the limit is {limit}",
-                [{"path": "memories", "message": f"at most {limit} items"}])
+                f"memories: {len(payload['memories'])} memories in one task; the limit is "
+                f"{limits.max_memories_per_task}",
+                [{"path": "memories", "message": f"at most {limits.max_memories_per_task}"}])
         request = validate(WritebackRequest, payload, workspace=odb.workspace,
-                           max_content_chars=odb.memory.writeback.max_content_chars)
-        vectors, embedder = embed_memories(self, odb, request.memories)
-        result = write_memories(odb, key=key, task=self.name, memories=request.memories,
-                                edges=request.edges, vectors=vectors, embedder=embedder)
+                           max_content_chars=limits.max_content_chars)
+        proposals = build(request, load_extractor(limits.extractor), odb.workspace,
+                          limits.max_content_chars)
+        items = proposals.items[: limits.max_memories_per_task]
+        if len(proposals.items) > len(items):
+            proposals.skipped.append({
+                "from": "limit", "reason": f"{len(proposals.items) - len(items)} memories over "
+                f"memory.writeback.max_memories_per_task ({limits.max_memories_per_task})"})
+        items, embedder = embed_proposals(self, odb, items)
+        result = write_memories(
+            odb, key=key, task=self.name, memories=items, edges=request.edges,
+            embedder=embedder,
+            extra_result={"skipped": proposals.skipped, "ignoredKeys": proposals.ignored_keys})
         odb.log.write("writeback", key=key, created=result["created"],
-                      reinforced=result["reinforced"], edges=result["edgeIds"],
-                      embedded=result["embedded"], taskId=self.request.id)
+                      reinforced=result["reinforced"], superseded=result["superseded"],
+                      contradicted=result["contradicted"], edges=result["edgeIds"],
+                      embedded=result["embedded"], skipped=len(proposals.skipped),
+                      taskId=self.request.id)
         return result
 
     return self.guarded(orchestrator_id, payload, "wb", body)
 
 
-def embed_memories(task: MemoryTask, odb: OrchestratorDB,
-                   memories: list[MemoryInput]) -> tuple[list[Any] | None, str | None]:
-    """Vectors for ``memories``, or (None, None) when the embedder fails.
+def embed_proposals(task: MemoryTask, odb: OrchestratorDB,
+                    items: list[Proposed]) -> tuple[list[Proposed], str | None]:
+    """The proposals with their vectors, or unchanged (and None) when embedding fails.
 
     A failure is logged; the memories are stored without vectors, stay searchable by
     full text, and the re-embed job fills them in later.
     """
-    if not memories:
-        return [], None
+    if not items:
+        return items, None
     try:
         embedder = get_embedder(task.settings.embedding)
-        matrix = embedder.encode([m.content for m in memories])
+        matrix = embedder.encode([p.memory.content for p in items])
     except EmbeddingError as exc:
         logger.warning("embedding failed for %s: %s", odb.orchestrator_id, exc)
-        odb.log.write("embedding_failed", count=len(memories), message=str(exc)[:500])
-        return None, None
-    return list(matrix), embedder.version
+        odb.log.write("embedding_failed", count=len(items), message=str(exc)[:500])
+        return items, None
+    return [replace(p, vector=v) for p, v in zip(items, matrix, strict=True)], embedder.version

@@ -11,10 +11,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from orchmem_testing import RedisServer, WorkerProcess, make_settings, unique_id
+
 from orchmem.config import Settings
 from orchmem.models.embedding import Embedder, get_embedder
 from orchmem.worker.app import OrchmemCelery, create_app
-from orchmem_testing import RedisServer, WorkerProcess, make_settings, unique_id
 
 _db_numbers = itertools.count(1)
 
@@ -44,7 +45,8 @@ def fresh_db_url(server: RedisServer) -> str:
 def settings(session_root: Path, redis_server: RedisServer) -> Settings:
     """Settings of the shared session worker: short visibility timeout, 2 shards."""
     return make_settings(session_root, fresh_db_url(redis_server),
-                         worker={"visibility_timeout_s": 5, "wait_timeout_s": 60})
+                         worker={"visibility_timeout_s": 5, "wait_timeout_s": 60},
+                         memory={"ingest": {"min_file_age_s": 0}})
 
 
 @pytest.fixture(scope="session")

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import redis
-from orchmem.config import Settings, load_settings
+
+from orchmem.config import Settings, load_settings, to_toml
 from orchmem.worker.app import OrchmemCelery, create_app
 from orchmem.worker.broker import redis_server_binary
 
@@ -111,43 +112,10 @@ def settings_env(settings: Settings, extra: dict[str, str] | None = None) -> dic
     env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHMEM_")}
     config = settings.root / "orchmem-test.toml"
     config.parent.mkdir(parents=True, exist_ok=True)
-    config.write_text(to_toml(settings.model_dump(mode="json", exclude_defaults=True)))
+    config.write_text(to_toml(settings, exclude_defaults=True))
     env["ORCHMEM_CONFIG"] = str(config)
     env.update(extra or {})
     return env
-
-
-def to_toml(data: dict[str, Any], prefix: str = "") -> str:
-    """Enough TOML for settings dumps: scalars, lists of scalars, nested tables."""
-    scalars, tables = [], []
-    for key, value in data.items():
-        if isinstance(value, dict):
-            tables.append((key, value))
-        else:
-            scalars.append(f"{_toml_key(key)} = {_toml_value(value)}")
-    out = []
-    if scalars:
-        if prefix:
-            out.append(f"[{prefix}]")
-        out.extend(scalars)
-    for key, value in tables:
-        name = f"{prefix}.{_toml_key(key)}" if prefix else _toml_key(key)
-        out.append(to_toml(value, name))
-    return "\n".join(out) + "\n"
-
-
-def _toml_key(key: str) -> str:
-    return key if key.replace("_", "").replace("-", "").isalnum() else f'"{key}"'
-
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 @dataclass

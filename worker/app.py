@@ -14,6 +14,7 @@ from typing import Any
 
 from celery import Celery, signals
 from kombu import Queue
+
 from orchmem.config import Settings
 from orchmem.models.database import Databases
 from orchmem.models.embedding import get_embedder
@@ -26,6 +27,8 @@ logger = logging.getLogger(__name__)
 TASK_MODULES = (
     "orchmem.tasks.writeback",
     "orchmem.tasks.maintenance",
+    "orchmem.tasks.edits",
+    "orchmem.tasks.ingest",
 )
 
 

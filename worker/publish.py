@@ -15,9 +15,10 @@ from typing import Any
 
 from celery.result import AsyncResult
 from kombu.exceptions import KombuError, OperationalError
+from redis.exceptions import RedisError
+
 from orchmem.config import BrokerUnavailable, check_orchestrator_id
 from orchmem.models.payloads import key_of
-from redis.exceptions import RedisError
 
 from .app import OrchmemCelery
 

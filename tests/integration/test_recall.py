@@ -6,6 +6,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from orchmem_testing import make_settings
+
 from orchmem.config import MemoryValidationError, ScopeViolation
 from orchmem.models.database import Databases, OrchestratorDB
 from orchmem.models.embedding import Embedder
@@ -14,7 +16,6 @@ from orchmem.models.recall import recall
 from orchmem.models.schema import EdgeInput, MemoryInput, derive_id, validate
 from orchmem.models.tables import MemoryRow
 from orchmem.models.writeback import write_memories
-from orchmem_testing import make_settings
 
 MANUAL = {"sourceType": "manual", "capturedBy": "user"}
 

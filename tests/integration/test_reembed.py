@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from orchmem.config import Settings
 from orchmem.models.database import Databases
 from orchmem.models.embedding import Embedder

@@ -8,13 +8,14 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from orchmem_testing import make_settings
+
 from orchmem.config import MemoryNotFound, MemoryValidationError, ScopeViolation, StorageError
 from orchmem.models.database import Databases
 from orchmem.models.schema import EdgeInput, MemoryInput, derive_id, validate
 from orchmem.models.store import list_memories, stats
 from orchmem.models.tables import SCHEMA_VERSION
 from orchmem.models.writeback import write_memories
-from orchmem_testing import make_settings
 
 MANUAL = {"sourceType": "manual", "capturedBy": "user"}
 

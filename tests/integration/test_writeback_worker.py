@@ -6,6 +6,8 @@ from typing import Any
 
 import pytest
 from celery import Celery
+from orchmem_testing import unique_id, wait_until
+
 from orchmem.config import MemoryValidationError, ScopeViolation, Settings
 from orchmem.models.database import Databases
 from orchmem.models.memlog import read_log
@@ -14,7 +16,6 @@ from orchmem.tasks.writeback import WRITEBACK
 from orchmem.worker.app import OrchmemCelery
 from orchmem.worker.publish import publish
 from orchmem.worker.routing import queue_name, shard_for
-from orchmem_testing import unique_id, wait_until
 
 pytestmark = pytest.mark.usefixtures("worker")
 

@@ -8,11 +8,12 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from orchmem_testing import make_settings
+
 from orchmem.models import fts
 from orchmem.models.database import Databases, OrchestratorDB
 from orchmem.models.schema import MemoryInput, validate
 from orchmem.models.writeback import write_memories
-from orchmem_testing import make_settings
 
 EXAMPLES = int(os.environ.get("ORCHMEM_FUZZ_EXAMPLES", "2000"))
 HOSTILE = [

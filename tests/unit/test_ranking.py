@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+
 from orchmem.config.settings import RetrievalSettings
 from orchmem.models.ranking import (
     Features,

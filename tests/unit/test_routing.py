@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
+
 from orchmem.config import MemoryValidationError, load_settings
 from orchmem.worker.routing import ShardRouter, queue_for, shard_for
 

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from orchmem.config import MemoryValidationError, ScopeViolation, check_orchestrator_id
 from orchmem.models.schema import (
     EdgeInput,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from orchmem.config import ConfigError, load_settings
 
 
@@ -108,3 +109,16 @@ def test_pinned_shard_must_exist(tmp_path: Path) -> None:
 def test_runtime_root_defaults_under_root(tmp_path: Path) -> None:
     s = load_settings(environ={}, root=tmp_path)
     assert s.runtime_root("a") == tmp_path / "orchestrators" / "a"
+
+
+def test_settings_round_trip_through_toml(tmp_path: Path) -> None:
+    from orchmem.config import to_toml
+
+    original = load_settings(environ={}, root=tmp_path, shards=3,
+                             memory={"retrieval": {"top_n": 7}},
+                             orchestrators={"a.b": {"shard": 2, "memory": {"enabled": False}}})
+    path = tmp_path / "out.toml"
+    path.write_text(to_toml(original))
+    assert load_settings(path, environ={}).model_dump() == original.model_dump()
+    path.write_text(to_toml(original, exclude_defaults=True))
+    assert load_settings(path, environ={}).model_dump() == original.model_dump()

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+
 from orchmem.config import OrchmemError, Settings, load_settings
 from orchmem.models.schema import MemoryType, Status
 

@@ -6,9 +6,10 @@ import logging
 import sys
 
 import click
+
 from orchmem.config import OrchmemError
 
-from . import memory, ops
+from . import edits, memory, ops
 from .common import Cli, fail
 
 
@@ -43,5 +44,5 @@ def main(ctx: click.Context, config: str | None, root: str | None) -> None:
     ctx.obj = Cli(config, root)
 
 
-for command in (*ops.COMMANDS, *memory.COMMANDS):
+for command in (*ops.COMMANDS, *memory.COMMANDS, *edits.COMMANDS):
     main.add_command(command)

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import os
+import time
 from typing import Any
 
 import click
 from celery.exceptions import TimeoutError as CeleryTimeout
+
 from orchmem.config import OrchmemError, Settings
 from orchmem.models.database import Databases, OrchestratorDB
 from orchmem.models.recall import recall as recall_memories
 from orchmem.models.schema import Status
 from orchmem.models.store import list_memories
 from orchmem.models.store import stats as memory_stats
+from orchmem.tasks.ingest import INGEST_SCAN
 from orchmem.tasks.writeback import WRITEBACK
 
 from ..app import create_app
@@ -184,4 +188,39 @@ def recall(cli: Cli, orchestrator_id: str, query: str, top_n: int | None, types:
     emit(bundle.dump(), as_json, "\n".join(lines))
 
 
-COMMANDS = [write, list_, stats, recall]
+@click.command()
+@orch_option
+@click.option("--wait", is_flag=True, help="Wait for the scan and print each file's outcome.")
+@json_option
+@pass_cli
+def ingest(cli: Cli, orchestrator_id: str, wait: bool, as_json: bool) -> None:
+    """Scan the orchestrator's memory/ingest/ folder now (.txt, .md, .json files).
+
+    Ingested files move to ingest/processed/, rejected ones to ingest/rejected/ beside
+    a <name>.reason.json with a machine-readable reason.
+    """
+    settings = cli.settings
+    if not settings.memory_for(orchestrator_id).ingest.enabled:
+        raise click.ClickException(f"ingest is disabled for {orchestrator_id!r} "
+                                   "(memory.ingest.enabled = false)")
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    app = create_app(settings)
+    _, result = publish(app, INGEST_SCAN, orchestrator_id, "ingest",
+                        {"idempotencyKey": f"ingest-cli-{stamp}-{os.getpid()}"})
+    folder = settings.runtime_root(orchestrator_id) / "memory" / "ingest"
+    if not wait:
+        emit({"ok": True, "taskId": result.id}, as_json, f"scan of {folder} published")
+        return
+    value = wait_for(result, settings.worker.wait_timeout_s, as_json)
+    lines = [f"{f['outcome']:<9} {f['file']}" + (f"  ({f['reason']}: {f['detail']})"
+                                                 if f.get("reason") else "")
+             + (f"  {len(f['memoryIds'])} memories" if f.get("memoryIds") else "")
+             for f in value["files"]]
+    lines.append(f"{value['ingested']} ingested, {value['rejected']} rejected, "
+                 f"{value['duplicate']} duplicate, {value['skipped']} skipped"
+                 + (f", {value['remaining']} left for the next scan" if value["remaining"]
+                    else ""))
+    emit(value, as_json, "\n".join(lines))
+
+
+COMMANDS = [write, list_, stats, recall, ingest]

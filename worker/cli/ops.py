@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 import click
+
 from orchmem.config import OrchmemError
 from orchmem.models.database import Databases, known_orchestrators
 from orchmem.models.embedding import get_embedder

@@ -1,0 +1,229 @@
+"""Explicit edits: supersede, retract, link, forget (soft or hard). Each one transaction.
+
+Memory changes only through these (and write-back reconciliation), each recorded as a
+``memory_events`` row with before/after, reason, actor and idempotency key, and each
+idempotent by its key like every write.
+
+A hard forget erases: content and summary become empty (so the FTS row holds no
+tokens), the vector and every source row are deleted, subject and value cleared,
+status ``retracted``, and a tombstone event records that it happened, without the
+content. The WAL is checkpointed afterwards so the old pages leave the log file, and
+``secure_delete`` zeroes freed pages.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, TypeAdapter
+
+from orchmem.config import MemoryNotFound, MemoryValidationError
+
+from .database import OrchestratorDB
+from .payloads import IdempotencyKey
+from .schema import (
+    EdgeInput,
+    EdgeType,
+    MemoryInput,
+    MemoryType,
+    ShortText,
+    Status,
+    Weight,
+    _Model,
+    check_memory_id,
+    content_fingerprint,
+    derive_id,
+    format_ts,
+    utc_now,
+    validate,
+)
+from .store import (
+    FINAL_RECEIPTS,
+    RECEIPT_DONE,
+    add_event,
+    delete_embedding,
+    finish_receipt,
+    insert_edge,
+    insert_memory,
+    set_status,
+)
+from .tables import MemoryRow, MemorySourceRow, TaskReceiptRow
+
+Reason = Annotated[str, Field(strict=True, min_length=1, max_length=500)]
+Actor = Literal["user", "system", "extractor"]
+
+
+class _Edit(_Model):
+    idempotency_key: IdempotencyKey | None = None
+    actor: Actor = "user"
+
+
+class Supersede(_Edit):
+    """``memoryId`` is replaced by ``by`` (an existing memory) or by new ``content``."""
+
+    op: Literal["supersede"]
+    memory_id: ShortText
+    by: ShortText | None = None
+    content: Annotated[str, Field(strict=True)] | None = None
+    type: MemoryType | None = None
+    reason: Reason | None = None
+
+
+class Retract(_Edit):
+    op: Literal["retract"]
+    memory_id: ShortText
+    reason: Reason
+
+
+class Link(_Edit):
+    op: Literal["link"]
+    from_memory_id: ShortText
+    to_memory_id: ShortText
+    edge_type: EdgeType
+    weight: Weight = 1.0
+    reason: Reason | None = None
+
+
+class Forget(_Edit):
+    op: Literal["forget"]
+    memory_id: ShortText
+    hard: bool = False
+    reason: Reason | None = None
+
+
+Edit = Annotated[Supersede | Retract | Link | Forget, Field(discriminator="op")]
+EDIT_ADAPTER: TypeAdapter[Supersede | Retract | Link | Forget] = TypeAdapter(Edit)
+
+
+def _row(odb: OrchestratorDB, memory_id: str, where: str) -> MemoryRow:
+    check_memory_id(memory_id, odb.orchestrator_id, where=where)
+    row = MemoryRow.get_or_none(MemoryRow.memory_id == memory_id)
+    if row is None:
+        raise MemoryNotFound(f"{where} {memory_id} is not a memory of {odb.orchestrator_id!r}")
+    return row
+
+
+def _done(key: str) -> dict[str, Any] | None:
+    receipt = TaskReceiptRow.get_or_none(TaskReceiptRow.key == key)
+    if receipt is not None and receipt.status in FINAL_RECEIPTS and receipt.result:
+        return {**json.loads(receipt.result), "duplicate": True}
+    return None
+
+
+def apply_edit(odb: OrchestratorDB, edit: Supersede | Retract | Link | Forget, *, key: str,
+               task: str) -> dict[str, Any]:
+    """Apply one edit with its receipt, in one transaction; returns the task result.
+
+    Raises MemoryNotFound, ScopeViolation (another orchestrator's id) or
+    MemoryValidationError (e.g. retracting an already retracted memory).
+    """
+    with odb.write():
+        stored = _done(key)
+        if stored is not None:
+            return stored
+        if isinstance(edit, Supersede):
+            result = _supersede(odb, edit, key)
+        elif isinstance(edit, Retract):
+            result = _retract(odb, edit, key)
+        elif isinstance(edit, Link):
+            result = _link(odb, edit, key)
+        else:
+            result = _forget(odb, edit, key)
+        result = {"ok": True, "task": task, "op": edit.op, "orchestratorId": odb.orchestrator_id,
+                  "idempotencyKey": key, **result}
+        finish_receipt(key, RECEIPT_DONE, result)
+    if isinstance(edit, Forget) and edit.hard:
+        # Move the erased pages out of the WAL (secure_delete has zeroed freed ones).
+        odb.sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    return {**result, "duplicate": False}
+
+
+def _active(row: MemoryRow, op: str) -> None:
+    if row.status != Status.ACTIVE.value:
+        raise MemoryValidationError(
+            f"cannot {op} {row.memory_id}: it is {row.status}, not active",
+            [{"path": "memoryId", "message": f"memory is {row.status}"}])
+
+
+def _supersede(odb: OrchestratorDB, edit: Supersede, key: str) -> dict[str, Any]:
+    old = _row(odb, edit.memory_id, "memoryId")
+    _active(old, "supersede")
+    if (edit.by is None) == (edit.content is None):
+        raise MemoryValidationError("supersede needs exactly one of 'by' (a memoryId) or "
+                                    "'content' (the new memory's text)")
+    if edit.by is not None:
+        new = _row(odb, edit.by, "by")
+        if new.memory_id == old.memory_id:
+            raise MemoryValidationError("a memory cannot supersede itself")
+        new_id = new.memory_id
+    else:
+        memory = validate(MemoryInput, {
+            "type": (edit.type or MemoryType(old.type)).value, "content": edit.content,
+            "importance": old.importance, "confidence": 1.0 if edit.actor == "user" else 0.8,
+            "source": {"sourceType": "manual", "capturedBy": edit.actor}},
+            workspace=odb.workspace, max_content_chars=odb.memory.writeback.max_content_chars)
+        new_id = derive_id("m", odb.orchestrator_id, key, 0)
+        insert_memory(odb, new_id, memory, key=key, subject=old.subject,
+                      value=None, stated=edit.actor == "user",
+                      fingerprint=content_fingerprint(memory.type.value, memory.content))
+        add_event("create", [new_id], after={"type": memory.type.value, "replaces": old.memory_id},
+                  actor=edit.actor, key=key)
+    set_status(old, Status.SUPERSEDED, reason=edit.reason, actor=edit.actor, key=key, by=new_id)
+    edge_id = insert_edge(odb, EdgeInput(from_memory_id=new_id, to_memory_id=old.memory_id,
+                                         edge_type=EdgeType.UPDATES, weight=1.0,
+                                         reason=edit.reason),
+                          from_id=new_id, to_id=old.memory_id, key=key, actor=edit.actor)
+    odb.log.write("supersede", memoryId=old.memory_id, by=new_id, reason=edit.reason,
+                  actor=edit.actor, key=key)
+    return {"memoryIds": [old.memory_id, new_id], "supersededBy": new_id, "edgeIds": [edge_id]}
+
+
+def _retract(odb: OrchestratorDB, edit: Retract, key: str) -> dict[str, Any]:
+    row = _row(odb, edit.memory_id, "memoryId")
+    _active(row, "retract")
+    set_status(row, Status.RETRACTED, reason=edit.reason, actor=edit.actor, key=key)
+    odb.log.write("retract", memoryId=row.memory_id, reason=edit.reason, actor=edit.actor,
+                  key=key)
+    return {"memoryIds": [row.memory_id]}
+
+
+def _link(odb: OrchestratorDB, edit: Link, key: str) -> dict[str, Any]:
+    for end, where in ((edit.from_memory_id, "fromMemoryId"), (edit.to_memory_id, "toMemoryId")):
+        _row(odb, end, where)
+    edge = EdgeInput(from_memory_id=edit.from_memory_id, to_memory_id=edit.to_memory_id,
+                     edge_type=edit.edge_type, weight=edit.weight, reason=edit.reason)
+    edge_id = insert_edge(odb, edge, from_id=edit.from_memory_id, to_id=edit.to_memory_id,
+                          key=key, actor=edit.actor)
+    odb.log.write("link", edgeId=edge_id, edgeType=edit.edge_type.value,
+                  memoryIds=[edit.from_memory_id, edit.to_memory_id], actor=edit.actor, key=key)
+    return {"memoryIds": [edit.from_memory_id, edit.to_memory_id], "edgeIds": [edge_id]}
+
+
+def _forget(odb: OrchestratorDB, edit: Forget, key: str) -> dict[str, Any]:
+    row = _row(odb, edit.memory_id, "memoryId")
+    if row.forgotten:
+        raise MemoryValidationError(f"{row.memory_id} is already forgotten")
+    if not edit.hard:
+        _active(row, "forget")
+        set_status(row, Status.RETRACTED, reason=edit.reason or "forgotten", actor=edit.actor,
+                   key=key)
+        odb.log.write("forget", memoryId=row.memory_id, hard=False, actor=edit.actor, key=key)
+        return {"memoryIds": [row.memory_id], "hard": False}
+    before = {"type": row.type, "status": row.status}
+    row.content = ""
+    row.summary = ""
+    row.subject = None
+    row.value = None
+    row.fingerprint = f"forgotten:{row.memory_id}"
+    row.forgotten = 1
+    row.status = Status.RETRACTED.value
+    row.updated_at = format_ts(utc_now())
+    row.save()
+    MemorySourceRow.delete().where(MemorySourceRow.memory == row.memory_id).execute()
+    delete_embedding(row.memory_id)
+    add_event("forget_hard", [row.memory_id], before=before,
+              after={"status": Status.RETRACTED.value, "forgotten": True},
+              reason=edit.reason, actor=edit.actor, key=key)
+    odb.log.write("forget", memoryId=row.memory_id, hard=True, actor=edit.actor, key=key)
+    return {"memoryIds": [row.memory_id], "hard": True}

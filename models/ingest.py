@@ -1,0 +1,469 @@
+"""The ingest pipeline: files dropped in ``memory/ingest/`` become memories exactly once.
+
+For each file directly in ``ingest/`` (sorted by name; hidden, ``.tmp`` and ``.part``
+files and files younger than ``min_file_age_s`` are left for later):
+
+1. **inspect** - a regular file, not a symlink, canonical path inside the workspace,
+   a supported extension, within the size limit, UTF-8 text; parsed (``.json`` as
+   explicit records, ``.md``/``.txt`` through the document extractor) and validated.
+2. **commit** - memories, edges and an ``ingest_manifest`` row (file, sha256, size,
+   outcome, memoryIds) in one transaction, idempotent on ``ingest-<sha256>``.
+3. **finish** - the file moves to ``processed/`` (or ``rejected/`` beside a
+   ``<name>.reason.json``), then the manifest row is marked moved.
+
+A crash before the commit leaves nothing: the next scan starts over. A crash after
+the commit and before the move leaves a manifest row not yet marked moved: the next
+scan sees the same sha256 and only finishes the move. A file whose content was
+already ingested is a ``duplicate``: moved to ``processed/``, nothing written twice.
+
+Rejection reasons are stable codes (README lists them): ``unsupported_extension``,
+``too_large``, ``empty``, ``not_utf8``, ``binary``, ``symlink``, ``not_regular_file``,
+``outside_workspace``, ``invalid_json``, ``schema_violation``, ``too_many_memories``,
+``scope_violation``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import stat
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+
+from orchmem.config import IngestRejected, MemoryNotFound, MemoryValidationError, ScopeViolation
+from orchmem.config.settings import IngestSettings
+
+from .database import OrchestratorDB
+from .extraction import extract_document
+from .reconcile import Proposed
+from .schema import (
+    EdgeInput,
+    MemoryInput,
+    _Model,
+    format_ts,
+    utc_now,
+    validate,
+)
+from .store import add_event
+from .tables import IngestManifestRow
+from .workspace import Workspace, is_within
+from .writeback import write_memories
+
+#: Adds vectors to proposals: ``(proposals) -> (proposals, embedder version or None)``.
+Embed = Callable[[list[Proposed]], tuple[list[Proposed], str | None]]
+EXTENSIONS = frozenset({".txt", ".md", ".json"})
+#: Deepest JSON nesting accepted (json.loads recurses; a hostile file must not).
+MAX_JSON_DEPTH = 64
+_IGNORED = re.compile(r"^\.|\.(?:tmp|part|swp)$|~$")
+
+REASONS = (
+    "unsupported_extension", "too_large", "empty", "not_utf8", "binary", "symlink",
+    "not_regular_file", "outside_workspace", "invalid_json", "schema_violation",
+    "too_many_memories", "scope_violation",
+)
+
+
+class IngestFile(_Model):
+    memories: list[dict[str, Any]] = Field(default_factory=list)
+    edges: list[EdgeInput] = Field(default_factory=list)
+
+
+@dataclass
+class Parsed:
+    """A file that passed inspection, ready to commit."""
+
+    path: Path
+    name: str
+    sha256: str
+    size: int
+    proposals: list[Proposed]
+    edges: list[EdgeInput] = field(default_factory=list)
+
+
+@dataclass
+class FileOutcome:
+    file: str
+    outcome: str  # ingested | rejected | duplicate | repaired | skipped
+    sha256: str = ""
+    memory_ids: list[str] = field(default_factory=list)
+    reason: str | None = None
+    detail: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"file": self.file, "outcome": self.outcome}
+        if self.sha256:
+            out["sha256"] = self.sha256
+        if self.memory_ids:
+            out["memoryIds"] = self.memory_ids
+        if self.reason:
+            out["reason"], out["detail"] = self.reason, self.detail
+        return out
+
+
+# ---------------------------------------------------------------------------- discover
+
+
+def discover(workspace: Workspace, settings: IngestSettings, now: float | None = None
+             ) -> tuple[list[Path], list[FileOutcome]]:
+    """Entries directly in ingest/ to handle now, and those left for a later scan."""
+    now = time.time() if now is None else now
+    ready, later = [], []
+    try:
+        entries = sorted(os.scandir(workspace.ingest_dir), key=lambda e: e.name)
+    except FileNotFoundError:
+        return [], []
+    for entry in entries:
+        if _IGNORED.search(entry.name):
+            continue
+        info = entry.stat(follow_symlinks=False)
+        if stat.S_ISDIR(info.st_mode):
+            continue  # processed/, rejected/ and any operator folder
+        if stat.S_ISREG(info.st_mode) and now - info.st_mtime < settings.min_file_age_s:
+            later.append(FileOutcome(entry.name, "skipped", reason="too_new",
+                                     detail=f"modified less than {settings.min_file_age_s}s ago"))
+            continue
+        ready.append(Path(entry.path))
+    return ready, later
+
+
+# ---------------------------------------------------------------------------- inspect
+
+
+def _reject(reason: str, detail: str) -> IngestRejected:
+    return IngestRejected(reason, detail[:1000])
+
+
+def read_checked(path: Path, workspace: Workspace, settings: IngestSettings) -> bytes:
+    """The file's bytes after the file-system checks; raises IngestRejected."""
+    info = path.lstat()
+    if stat.S_ISLNK(info.st_mode):
+        raise _reject("symlink", f"{path.name} is a symbolic link; drop the file itself")
+    if not stat.S_ISREG(info.st_mode):
+        raise _reject("not_regular_file", f"{path.name} is not a regular file")
+    canonical = os.path.realpath(path)
+    if not is_within(canonical, workspace.allowed_roots()):
+        raise _reject("outside_workspace",
+                      f"{path.name} resolves to {canonical}, outside the orchestrator's workspace")
+    if path.suffix.lower() not in EXTENSIONS:
+        raise _reject("unsupported_extension",
+                      f"{path.suffix or '(none)'} is not one of {', '.join(sorted(EXTENSIONS))}")
+    limit = int(settings.max_file_size_mb * 1024 * 1024)
+    if info.st_size > limit:
+        raise _reject("too_large", f"{info.st_size} bytes; the limit is {limit} "
+                      f"(memory.ingest.max_file_size_mb = {settings.max_file_size_mb})")
+    # O_NOFOLLOW: a file swapped for a symlink after the checks is refused, not followed.
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as exc:
+        raise _reject("symlink" if exc.errno == 40 else "not_regular_file", str(exc)) from None
+    with os.fdopen(fd, "rb") as fh:
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise _reject("too_large", f"grew past {limit} bytes while being read")
+    return data
+
+
+def decode(data: bytes, name: str) -> str:
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise _reject("not_utf8", f"{name}: byte {exc.start} is not UTF-8 ({exc.reason})") from None
+    if "\x00" in text or re.search(r"[\x01-\x08\x0e-\x1f]", text):
+        raise _reject("binary", f"{name} contains NUL or control bytes: not a text file")
+    if not text.strip():
+        raise _reject("empty", f"{name} has no text")
+    return text
+
+
+def _json_depth(text: str) -> int:
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
+def parse(path: Path, text: str, workspace: Workspace, settings: IngestSettings,
+          max_content_chars: int) -> tuple[list[Proposed], list[EdgeInput]]:
+    """Proposed memories (and edges) of a file's text; raises IngestRejected."""
+    canonical = os.path.realpath(path)
+    provenance = {"sourceType": "ingest_file", "sourcePath": canonical}
+    if path.suffix.lower() == ".json":
+        proposals, edges = _parse_json(text, provenance, workspace, max_content_chars)
+    else:
+        proposals = []
+        for index, candidate in enumerate(extract_document(text)):
+            memory = validate(MemoryInput, {
+                "type": candidate.type.value, "content": candidate.content[:max_content_chars],
+                "importance": candidate.importance, "confidence": candidate.confidence,
+                "source": {**provenance, "capturedBy": "extractor"}},
+                workspace=workspace, max_content_chars=max_content_chars,
+                where=f"candidate.{index}")
+            proposals.append(Proposed.extracted(memory, candidate))
+        edges = []
+    if not proposals:
+        raise _reject("empty", f"{path.name} holds no memory (only headings or blank lines?)")
+    if len(proposals) > settings.max_memories_per_file:
+        raise _reject("too_many_memories", f"{len(proposals)} memories; the limit is "
+                      f"{settings.max_memories_per_file} (memory.ingest.max_memories_per_file)")
+    return proposals, edges
+
+
+def _parse_json(text: str, provenance: dict[str, str], workspace: Workspace,
+                max_content_chars: int) -> tuple[list[Proposed], list[EdgeInput]]:
+    if _json_depth(text) > MAX_JSON_DEPTH:
+        raise _reject("invalid_json", f"nested deeper than {MAX_JSON_DEPTH} levels")
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise _reject("invalid_json", str(exc)) from None
+    if isinstance(data, dict) and ("memories" in data or "edges" in data):
+        shape = validate(IngestFile, data)
+        records, edges = shape.memories, shape.edges
+    elif isinstance(data, dict):
+        records, edges = [data], []
+    elif isinstance(data, list):
+        records, edges = data, []
+    else:
+        raise _reject("schema_violation", f"expected an object or a list of objects, "
+                      f"got {type(data).__name__}")
+    proposals = []
+    for index, record in enumerate(records):
+        where = f"memories.{index}"
+        if not isinstance(record, dict):
+            raise _reject("schema_violation", f"{where}: expected an object, "
+                          f"got {type(record).__name__}")
+        given = record.get("source") or {}
+        if not isinstance(given, dict):
+            raise _reject("schema_violation", f"{where}.source: expected an object")
+        for name in ("sourceType", "sourcePath"):
+            if name in given and given[name] != provenance[name]:
+                raise _reject("schema_violation", f"{where}.source.{name}: an ingest record's "
+                              f"{name} is the file itself ({provenance[name]})")
+        source = {"capturedBy": "user", **given, **provenance}
+        memory = validate(MemoryInput, {**record, "source": source}, workspace=workspace,
+                          max_content_chars=max_content_chars, where=where)
+        proposals.append(Proposed.explicit(memory))
+    return proposals, edges
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """Why a file is refused: a stable reason code and a human detail."""
+
+    reason: str
+    detail: str
+    sha256: str = ""
+    size: int = 0
+
+
+def inspect(path: Path, workspace: Workspace, settings: IngestSettings,
+            max_content_chars: int) -> Parsed | Rejection:
+    """Check, read, decode, parse and validate one file."""
+    try:
+        data = read_checked(path, workspace, settings)
+    except IngestRejected as exc:
+        return Rejection(exc.reason, exc.detail, size=_size(path))
+    sha256 = hashlib.sha256(data).hexdigest()
+    try:
+        text = decode(data, path.name)
+        proposals, edges = parse(path, text, workspace, settings, max_content_chars)
+    except IngestRejected as exc:
+        return Rejection(exc.reason, exc.detail, sha256, len(data))
+    except ScopeViolation as exc:
+        return Rejection("scope_violation", str(exc)[:1000], sha256, len(data))
+    except MemoryValidationError as exc:
+        return Rejection("schema_violation", exc.message[:1000], sha256, len(data))
+    return Parsed(path=path, name=path.name, sha256=sha256, size=len(data),
+                  proposals=proposals, edges=edges)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.lstat().st_size
+    except OSError:
+        return 0
+
+
+# ---------------------------------------------------------------------------- commit
+
+
+def manifest_for(sha256: str) -> IngestManifestRow | None:
+    """The newest ingested manifest row for this content (inside a bound block)."""
+    return (IngestManifestRow.select()
+            .where(IngestManifestRow.sha256 == sha256, IngestManifestRow.outcome == "ingested")
+            .order_by(IngestManifestRow.id.desc()).first())
+
+
+def commit(odb: OrchestratorDB, parsed: Parsed, embed: Embed,
+           task: str) -> dict[str, Any] | Rejection:
+    """Write the file's memories and its manifest row in one transaction.
+
+    ``embed(proposals) -> (proposals, embedder_version | None)`` adds vectors first.
+    Edges to memories this orchestrator lacks reject the file (nothing is written).
+    """
+    proposals, embedder = embed(parsed.proposals)
+
+    def record(result: dict[str, Any]) -> None:
+        IngestManifestRow.create(
+            file_name=parsed.name, sha256=parsed.sha256, size=parsed.size, outcome="ingested",
+            memory_ids=json.dumps(result["memoryIds"]), at=format_ts(utc_now()))
+        add_event("ingest", result["created"], after={"file": parsed.name,
+                                                      "sha256": parsed.sha256},
+                  actor="extractor", key=f"ingest-{parsed.sha256}")
+
+    try:
+        return write_memories(odb, key=f"ingest-{parsed.sha256}", task=task,
+                              memories=proposals, edges=parsed.edges, embedder=embedder,
+                              also=record)
+    except ScopeViolation as exc:
+        return Rejection("scope_violation", str(exc)[:1000], parsed.sha256, parsed.size)
+    except (MemoryValidationError, MemoryNotFound) as exc:
+        return Rejection("schema_violation", str(exc)[:1000], parsed.sha256, parsed.size)
+
+
+def record_outcome(odb: OrchestratorDB, name: str, sha256: str, size: int, outcome: str,
+                   memory_ids: list[str], reason: str | None = None,
+                   detail: str | None = None) -> int:
+    with odb.write():
+        row = IngestManifestRow.create(file_name=name, sha256=sha256, size=size, outcome=outcome,
+                                       memory_ids=json.dumps(memory_ids), reason=reason,
+                                       detail=detail, at=format_ts(utc_now()))
+        return int(row.id)
+
+
+def mark_moved(odb: OrchestratorDB, row_ids: list[int]) -> None:
+    with odb.write():
+        IngestManifestRow.update(moved=1).where(IngestManifestRow.id.in_(row_ids)).execute()
+
+
+# ---------------------------------------------------------------------------- finish
+
+
+def _free_name(folder: Path, name: str, sha256: str) -> Path:
+    target = folder / name
+    if not target.exists() and not target.is_symlink():
+        return target
+    stem, suffix = os.path.splitext(name)
+    return folder / f"{stem}.{(sha256 or format_ts(utc_now()))[:12].replace(':', '')}{suffix}"
+
+
+def move_to_processed(workspace: Workspace, path: Path, sha256: str) -> Path:
+    workspace.processed_dir.mkdir(parents=True, exist_ok=True)
+    target = _free_name(workspace.processed_dir, path.name, sha256)
+    os.replace(path, target)
+    return target
+
+
+def move_to_rejected(workspace: Workspace, path: Path, sha256: str, reason: str,
+                     detail: str) -> Path:
+    """Write ``<name>.reason.json`` (atomically), then move the file beside it."""
+    workspace.rejected_dir.mkdir(parents=True, exist_ok=True)
+    target = _free_name(workspace.rejected_dir, path.name, sha256)
+    manifest = {"file": path.name, "sha256": sha256 or None, "reason": reason,
+                "detail": detail, "at": format_ts(utc_now())}
+    reason_path = target.with_name(target.name + ".reason.json")
+    tmp = reason_path.with_name("." + reason_path.name + ".tmp")
+    tmp.write_text(json.dumps(manifest, indent=2, ensure_ascii=False), encoding="utf-8")
+    os.replace(tmp, reason_path)
+    os.replace(path, target)
+    return target
+
+
+# ---------------------------------------------------------------------------- scan
+
+
+def process(odb: OrchestratorDB, path: Path, embed: Embed, task: str) -> FileOutcome:
+    """One file through inspect, commit and finish; see the module docstring."""
+    workspace, settings = odb.workspace, odb.memory.ingest
+    inspected = inspect(path, workspace, settings, odb.memory.writeback.max_content_chars)
+    if isinstance(inspected, Parsed):
+        with odb.read():
+            earlier = manifest_for(inspected.sha256)
+            earlier_id, earlier_moved = (earlier.id, earlier.moved) if earlier else (0, 1)
+            earlier_ids = json.loads(earlier.memory_ids) if earlier else []
+        if earlier is not None and not earlier_moved:
+            # Committed by a scan that stopped before the move: only the move is left.
+            move_to_processed(workspace, path, inspected.sha256)
+            mark_moved(odb, [earlier_id])
+            return _logged(odb, FileOutcome(path.name, "repaired", inspected.sha256,
+                                            earlier_ids))
+        if earlier is not None:
+            dup_id = record_outcome(odb, path.name, inspected.sha256, inspected.size,
+                                    "duplicate", earlier_ids, "duplicate",
+                                    "this content was ingested before")
+            move_to_processed(workspace, path, inspected.sha256)
+            mark_moved(odb, [dup_id])
+            return _logged(odb, FileOutcome(path.name, "duplicate", inspected.sha256,
+                                            earlier_ids, "duplicate",
+                                            "this content was ingested before"))
+        committed = commit(odb, inspected, embed, task)
+        if isinstance(committed, dict):
+            move_to_processed(workspace, path, inspected.sha256)
+            with odb.read():
+                ingested = manifest_for(inspected.sha256)
+            row_id = ingested.id if ingested is not None else record_outcome(
+                odb, path.name, inspected.sha256, inspected.size, "ingested",
+                list(committed["memoryIds"]))
+            mark_moved(odb, [row_id])
+            return _logged(odb, FileOutcome(path.name, "ingested", inspected.sha256,
+                                            list(committed["memoryIds"])))
+        inspected = committed
+    rejected_id = record_outcome(odb, path.name, inspected.sha256, inspected.size, "rejected",
+                                 [], inspected.reason, inspected.detail)
+    move_to_rejected(workspace, path, inspected.sha256, inspected.reason, inspected.detail)
+    mark_moved(odb, [rejected_id])
+    return _logged(odb, FileOutcome(path.name, "rejected", inspected.sha256, [],
+                                    inspected.reason, inspected.detail))
+
+
+def settle_moves(odb: OrchestratorDB) -> None:
+    """Mark rows moved whose file already left ingest/ (a crash between move and mark)."""
+    with odb.read():
+        pending = [(r.id, r.file_name) for r in IngestManifestRow.select().where(
+            IngestManifestRow.moved == 0)]
+    done = [row_id for row_id, name in pending
+            if not os.path.lexists(odb.workspace.ingest_dir / name)]
+    if done:
+        mark_moved(odb, done)
+
+
+def _logged(odb: OrchestratorDB, outcome: FileOutcome) -> FileOutcome:
+    odb.log.write("ingest_file", file=outcome.file, outcome=outcome.outcome,
+                  sha256=outcome.sha256 or None, memories=len(outcome.memory_ids),
+                  reason=outcome.reason, detail=outcome.detail)
+    return outcome
+
+
+def scan(odb: OrchestratorDB, embed: Embed, task: str) -> dict[str, Any]:
+    """Handle up to ``max_files_per_scan`` files of ingest/; returns counts and outcomes."""
+    settings = odb.memory.ingest
+    odb.workspace.ensure()
+    settle_moves(odb)
+    ready, later = discover(odb.workspace, settings)
+    batch = ready[: settings.max_files_per_scan]
+    outcomes = [process(odb, path, embed, task) for path in batch] + later
+    counts = {name: sum(1 for o in outcomes if o.outcome == name)
+              for name in ("ingested", "rejected", "duplicate", "repaired", "skipped")}
+    return {**counts, "remaining": len(ready) - len(batch),
+            "files": [o.to_dict() for o in outcomes]}

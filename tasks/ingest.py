@@ -1,0 +1,49 @@
+"""The ingest scan task: every file in an orchestrator's ingest/ folder, exactly once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import shared_task
+
+from orchmem.config import MemoryDisabled
+from orchmem.models.database import OrchestratorDB
+from orchmem.models.ingest import scan
+from orchmem.models.reconcile import Proposed
+
+from .base import MemoryTask, complete
+from .writeback import embed_proposals
+
+INGEST_SCAN = "orchmem.ingest_scan"
+
+
+@shared_task(base=MemoryTask, bind=True, name=INGEST_SCAN)
+def ingest_scan(self: MemoryTask, orchestrator_id: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """Scan ``memory/ingest/``; returns counts (ingested, rejected, duplicate, repaired,
+    skipped, remaining) and one entry per file. More files than one scan takes are left
+    to a follow-up scan, published here. Raises MemoryDisabled when
+    ``memory.ingest.enabled`` is false for this orchestrator.
+    """
+
+    def body(odb: OrchestratorDB, key: str) -> dict[str, Any]:
+        if not odb.memory.ingest.enabled:
+            raise MemoryDisabled(
+                f"ingest is disabled for orchestrator {orchestrator_id!r} "
+                "(memory.ingest.enabled = false); files stay in ingest/ untouched")
+
+        def embed(items: list[Proposed]) -> tuple[list[Proposed], str | None]:
+            return embed_proposals(self, odb, items)
+
+        result = scan(odb, embed, self.name)
+        follow_up = None
+        if result["remaining"]:
+            follow = {"idempotencyKey": f"{key}+"}
+            follow_up = self.apply_async(kwargs={"orchestrator_id": orchestrator_id,
+                                                 "payload": follow}).id
+        odb.log.write("ingest_scan", key=key, **{k: v for k, v in result.items()
+                                                 if k != "files"}, followUp=follow_up)
+        return complete(odb, key, {"ok": True, "task": self.name,
+                                   "orchestratorId": orchestrator_id, "idempotencyKey": key,
+                                   **result, "followUp": follow_up})
+
+    return self.guarded(orchestrator_id, payload, "ingest", body)

@@ -1,0 +1,172 @@
+"""Ingest survives a crash at every step: each file ends ingested exactly once, and moved."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from orchmem_testing import make_settings
+
+from orchmem.models import ingest as ingest_module
+from orchmem.models import writeback as writeback_module
+from orchmem.models.database import Databases, OrchestratorDB
+from orchmem.models.embedding import Embedder
+from orchmem.models.ingest import scan
+from orchmem.models.reconcile import Proposed
+from orchmem.models.store import list_memories
+
+
+class Crash(BaseException):
+    """Stands for the process dying: not an Exception, so nothing catches it."""
+
+
+@pytest.fixture
+def odb(tmp_path: Path) -> OrchestratorDB:
+    settings = make_settings(tmp_path, "", memory={"ingest": {"min_file_age_s": 0}})
+    handle = Databases(settings).open("crashy")
+    assert handle is not None
+    return handle
+
+
+@pytest.fixture
+def embed(embedder: Embedder):  # type: ignore[no-untyped-def]
+    def run(items: list[Proposed]) -> tuple[list[Proposed], str | None]:
+        vectors = embedder.encode([p.memory.content for p in items])
+        return [replace(p, vector=v) for p, v in zip(items, vectors, strict=True)], \
+            embedder.version
+
+    return run
+
+
+def drop(odb: OrchestratorDB) -> dict[str, str]:
+    files = {"a.md": "## Decisions\n- Adopt trunk-based development\n- Review PRs within a day\n",
+             "b.txt": "I prefer async standups.\n\nRemind me to order the new laptops.\n",
+             "c.json": json.dumps([{"type": "Fact", "content": "The budget is 40k"}])}
+    for name, text in files.items():
+        (odb.workspace.ingest_dir / name).write_text(text)
+    return files
+
+
+def contents(odb: OrchestratorDB) -> list[str]:
+    return sorted(n.content for n in list_memories(odb, limit=1000))
+
+
+def assert_ingested_once(odb: OrchestratorDB, result: dict[str, Any]) -> None:
+    assert sorted(p.name for p in odb.workspace.ingest_dir.iterdir() if p.is_file()) == []
+    assert sorted(p.name for p in odb.workspace.processed_dir.iterdir()) == [
+        "a.md", "b.txt", "c.json"]
+    assert contents(odb) == sorted([
+        "Adopt trunk-based development", "Review PRs within a day", "I prefer async standups.",
+        "Remind me to order the new laptops.", "The budget is 40k"])
+    with odb.bound():
+        rows = odb.db.execute_sql("SELECT outcome, moved FROM ingest_manifest").fetchall()
+        assert odb.db.execute_sql("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert sorted(rows) == [("ingested", 1)] * 3
+
+
+def test_crash_inside_the_commit_leaves_nothing_and_the_next_scan_ingests_once(
+        odb: OrchestratorDB, embed: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    drop(odb)
+    real = writeback_module.store_embeddings
+
+    def dies_mid_transaction(*args: Any, **kwargs: Any) -> int:
+        real(*args, **kwargs)
+        raise Crash()
+
+    monkeypatch.setattr(writeback_module, "store_embeddings", dies_mid_transaction)
+    with pytest.raises(Crash):
+        scan(odb, embed, "test")
+    assert contents(odb) == []  # the transaction rolled back: no memory, no manifest
+    with odb.bound():
+        assert odb.db.execute_sql("SELECT count(*) FROM ingest_manifest").fetchone()[0] == 0
+        assert odb.db.execute_sql("SELECT count(*) FROM memory_fts").fetchone()[0] == 0
+    monkeypatch.setattr(writeback_module, "store_embeddings", real)
+    assert_ingested_once(odb, scan(odb, embed, "test"))
+
+
+def test_crash_after_the_commit_before_the_move_is_repaired(
+        odb: OrchestratorDB, embed: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    drop(odb)
+    real = ingest_module.move_to_processed
+    calls = []
+
+    def dies_on_second_move(*args: Any, **kwargs: Any) -> Path:
+        calls.append(args[1].name)
+        if len(calls) == 2:
+            raise Crash()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ingest_module, "move_to_processed", dies_on_second_move)
+    with pytest.raises(Crash):
+        scan(odb, embed, "test")
+    assert calls == ["a.md", "b.txt"]
+    assert (odb.workspace.ingest_dir / "b.txt").exists()  # committed but not moved
+    monkeypatch.setattr(ingest_module, "move_to_processed", real)
+    result = scan(odb, embed, "test")
+    outcomes = {f["file"]: f["outcome"] for f in result["files"]}
+    assert outcomes == {"b.txt": "repaired", "c.json": "ingested"}
+    assert_ingested_once(odb, result)
+
+
+def test_crash_after_the_move_before_it_is_marked_changes_nothing(
+        odb: OrchestratorDB, embed: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    drop(odb)
+    real = ingest_module.mark_moved
+
+    def dies_before_marking(*args: Any, **kwargs: Any) -> None:
+        raise Crash()
+
+    monkeypatch.setattr(ingest_module, "mark_moved", dies_before_marking)
+    with pytest.raises(Crash):
+        scan(odb, embed, "test")
+    assert contents(odb) == ["Adopt trunk-based development", "Review PRs within a day"]
+    monkeypatch.setattr(ingest_module, "mark_moved", real)
+    result = scan(odb, embed, "test")
+    assert {f["file"] for f in result["files"]} == {"b.txt", "c.json"}  # a.md is not redone
+    assert_ingested_once(odb, result)
+
+
+def test_crash_while_rejecting_is_finished_by_the_next_scan(
+        odb: OrchestratorDB, embed: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    (odb.workspace.ingest_dir / "bad.json").write_text("{not json")
+    real = ingest_module.move_to_rejected
+    monkeypatch.setattr(ingest_module, "move_to_rejected",
+                        lambda *a, **k: (_ for _ in ()).throw(Crash()))
+    with pytest.raises(Crash):
+        scan(odb, embed, "test")
+    monkeypatch.setattr(ingest_module, "move_to_rejected", real)
+    result = scan(odb, embed, "test")
+    assert result["files"][0]["reason"] == "invalid_json"
+    assert (odb.workspace.rejected_dir / "bad.json.reason.json").exists()
+    assert not (odb.workspace.ingest_dir / "bad.json").exists()
+
+
+def test_random_crash_points_always_end_exactly_once(
+        odb: OrchestratorDB, embed: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    drop(odb)
+    rng = random.Random(3)
+    targets = [(writeback_module, "store_embeddings"), (writeback_module, "finish_receipt"),
+               (ingest_module, "move_to_processed"), (ingest_module, "mark_moved"),
+               (ingest_module, "record_outcome")]
+    for _ in range(12):
+        module, name = rng.choice(targets)
+        real = getattr(module, name)
+        budget = [rng.randint(0, 2)]
+
+        def flaky(*args: Any, _real: Any = real, _budget: list[int] = budget,
+                  **kwargs: Any) -> Any:
+            if _budget[0] == 0:
+                raise Crash()
+            _budget[0] -= 1
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, flaky)
+        with contextlib.suppress(Crash):
+            scan(odb, embed, "test")
+        monkeypatch.setattr(module, name, real)
+    assert_ingested_once(odb, scan(odb, embed, "test"))

@@ -1,0 +1,152 @@
+"""Edit commands: ``supersede``, ``retract``, ``link``, ``forget``, and ``history``."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from orchmem.config import OrchmemError
+from orchmem.models.history import history as memory_history
+from orchmem.models.schema import EdgeType
+from orchmem.tasks.edits import EDIT
+
+from ..app import create_app
+from ..publish import publish
+from .common import TYPES, Cli, emit, fail, json_option, one_line, orch_option, pass_cli
+from .memory import open_existing, wait_for
+
+EDGE_TYPES = [t.value for t in EdgeType]
+
+
+def _run_edit(cli: Cli, orchestrator_id: str, payload: dict[str, Any], as_json: bool,
+              idempotency_key: str | None) -> dict[str, Any]:
+    if idempotency_key:
+        payload["idempotencyKey"] = idempotency_key
+    try:
+        app = create_app(cli.settings)
+        _, result = publish(app, EDIT, orchestrator_id, "edit", payload)
+    except OrchmemError as exc:
+        fail(exc, as_json)
+        raise
+    return wait_for(result, cli.settings.worker.wait_timeout_s, as_json)
+
+
+KEY = click.option("--idempotency-key", help="Edits with the same key happen once.")
+
+
+@click.command()
+@orch_option
+@click.argument("memory_id")
+@click.option("--by", "by", metavar="NEW_ID", help="The memory that replaces it.")
+@click.option("--content", help="Or: the text of a new memory that replaces it.")
+@click.option("--type", "memory_type", type=click.Choice(TYPES),
+              help="Type of the new memory (default: the old one's).")
+@click.option("--reason", help="Why (kept in the audit log).")
+@KEY
+@json_option
+@pass_cli
+def supersede(cli: Cli, orchestrator_id: str, memory_id: str, by: str | None,
+              content: str | None, memory_type: str | None, reason: str | None,
+              idempotency_key: str | None, as_json: bool) -> None:
+    """Mark MEMORY_ID superseded by another memory (--by) or by new --content."""
+    if (by is None) == (content is None):
+        raise click.UsageError("give exactly one of --by NEW_ID or --content TEXT")
+    payload: dict[str, Any] = {"op": "supersede", "memoryId": memory_id}
+    payload.update({k: v for k, v in {"by": by, "content": content, "type": memory_type,
+                                      "reason": reason}.items() if v is not None})
+    value = _run_edit(cli, orchestrator_id, payload, as_json, idempotency_key)
+    emit(value, as_json, f"{memory_id} superseded by {value['supersededBy']}")
+
+
+@click.command()
+@orch_option
+@click.argument("memory_id")
+@click.option("--reason", required=True, help="Why it is withdrawn (kept in the audit log).")
+@KEY
+@json_option
+@pass_cli
+def retract(cli: Cli, orchestrator_id: str, memory_id: str, reason: str,
+            idempotency_key: str | None, as_json: bool) -> None:
+    """Withdraw MEMORY_ID (status retracted; content kept, hidden from recall)."""
+    value = _run_edit(cli, orchestrator_id, {"op": "retract", "memoryId": memory_id,
+                                             "reason": reason}, as_json, idempotency_key)
+    emit(value, as_json, f"{memory_id} retracted")
+
+
+@click.command()
+@orch_option
+@click.argument("from_id")
+@click.argument("to_id")
+@click.option("--type", "edge_type", type=click.Choice(EDGE_TYPES), required=True)
+@click.option("--weight", type=click.FloatRange(0.0, 1.0), default=1.0, show_default=True)
+@click.option("--reason", help="Why they are linked.")
+@KEY
+@json_option
+@pass_cli
+def link(cli: Cli, orchestrator_id: str, from_id: str, to_id: str, edge_type: str,
+         weight: float, reason: str | None, idempotency_key: str | None, as_json: bool) -> None:
+    """Add a typed edge FROM_ID -> TO_ID."""
+    payload: dict[str, Any] = {"op": "link", "fromMemoryId": from_id, "toMemoryId": to_id,
+                               "edgeType": edge_type, "weight": weight}
+    if reason:
+        payload["reason"] = reason
+    value = _run_edit(cli, orchestrator_id, payload, as_json, idempotency_key)
+    emit(value, as_json, f"linked {from_id} -[{edge_type}]-> {to_id} ({value['edgeIds'][0]})")
+
+
+@click.command()
+@orch_option
+@click.argument("memory_id")
+@click.option("--hard", is_flag=True, help="Erase content, vector, full-text entry and sources "
+              "(a tombstone stays in the audit log). Default: soft (retracted, content kept).")
+@click.option("--reason", help="Why (kept in the audit log).")
+@KEY
+@json_option
+@pass_cli
+def forget(cli: Cli, orchestrator_id: str, memory_id: str, hard: bool, reason: str | None,
+           idempotency_key: str | None, as_json: bool) -> None:
+    """Forget MEMORY_ID: soft by default, --hard to erase it."""
+    payload: dict[str, Any] = {"op": "forget", "memoryId": memory_id, "hard": hard}
+    if reason:
+        payload["reason"] = reason
+    value = _run_edit(cli, orchestrator_id, payload, as_json, idempotency_key)
+    emit(value, as_json, f"{memory_id} forgotten ({'hard: erased' if hard else 'soft'})")
+
+
+@click.command()
+@orch_option
+@click.argument("memory_id")
+@json_option
+@pass_cli
+def history(cli: Cli, orchestrator_id: str, memory_id: str, as_json: bool) -> None:
+    """Show a memory's audit events, edges and sources."""
+    odb = open_existing(cli.settings, orchestrator_id, as_json)
+    if odb is None:
+        return
+    try:
+        data = memory_history(odb, memory_id)
+    except OrchmemError as exc:
+        fail(exc, as_json)
+        return
+    m = data["memory"]
+    lines = [f"{m['memoryId']}  {m['type']}  {m['status']}"
+             + ("  (forgotten)" if m["forgotten"] else ""),
+             f"  {one_line(m['content'], 100) or '(erased)'}", "events:"]
+    for e in data["events"]:
+        detail = json.dumps(e["after"]) if e["after"] else ""
+        lines.append(f"  {e['at']}  {e['op']:<12} by {e['actor']:<9} {detail}"
+                     + (f"  reason: {e['reason']}" if e["reason"] else ""))
+    lines.append("edges:" if data["edges"] else "edges: none")
+    for e in data["edges"]:
+        lines.append(f"  {e['fromMemoryId']} -[{e['edgeType']}]-> {e['toMemoryId']}"
+                     + (f"  ({e['reason']})" if e.get("reason") else ""))
+    lines.append(f"sources: {len(data['sources'])}")
+    for s in data["sources"]:
+        where = s.get("conversationId") or s.get("workflowRunId") or s.get("sourcePath") or ""
+        lines.append(f"  {s['capturedAt']}  {s['sourceType']} {where} ({s['capturedBy']})")
+    emit(data, as_json, "\n".join(lines))
+
+
+COMMANDS = [supersede, retract, link, forget, history]
