@@ -91,7 +91,7 @@ class WritebackSettings(_Section):
     dedup_similarity: float = Field(0.95, ge=0.5, le=1.0)
     #: Cosine similarity at or above which two memories of the same type are checked
     #: for an update or a contradiction of the same subject.
-    related_similarity: float = Field(0.6, ge=0.0, le=1.0)
+    related_similarity: float = Field(0.5, ge=0.0, le=1.0)
     max_memories_per_task: int = Field(500, ge=1, le=10_000)
     max_content_chars: int = Field(8000, ge=16, le=100_000)
 
@@ -106,6 +106,15 @@ class BulletinSettings(_Section):
     timeout_s: float = Field(2.0, gt=0.0, le=120.0)
 
 
+class ContextSettings(_Section):
+    """The text block ``MemoryClient.context_for`` puts in a prompt."""
+
+    max_chars: int = Field(4000, ge=200, le=200_000)
+    selector_top_n: int = Field(5, ge=0, le=100)
+    step_top_n: int = Field(8, ge=0, le=100)
+    diagnostics_top_n: int = Field(12, ge=0, le=100)
+
+
 class MemorySettings(_Section):
     """The ``memory.*`` keys of SPEC.md, global or per orchestrator."""
 
@@ -116,6 +125,7 @@ class MemorySettings(_Section):
     scope: ScopeSettings = Field(default_factory=ScopeSettings)
     writeback: WritebackSettings = Field(default_factory=WritebackSettings)
     bulletin: BulletinSettings = Field(default_factory=BulletinSettings)
+    context: ContextSettings = Field(default_factory=ContextSettings)
 
 
 class EmbeddingSettings(_Section):

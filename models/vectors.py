@@ -19,7 +19,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-import torch
 
 from .database import OrchestratorDB
 from .tables import META_EMBEDDING_DELETES, META_EMBEDDING_SEQ
@@ -134,6 +133,8 @@ def _top_ids(index: VectorIndex, scores: np.ndarray, k: int) -> list[VectorHit]:
 
 def dot(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
     """``matrix @ query`` in torch (zero-copy views), as numpy (see the module docstring)."""
+    import torch  # loaded with the embedding model anyway; not at import time
+
     q = torch.from_numpy(np.ascontiguousarray(query, dtype=np.float32))  # vector or matrix
     with torch.inference_mode():
         return (torch.from_numpy(np.ascontiguousarray(matrix)) @ q).numpy()

@@ -104,8 +104,13 @@ class MemoryTask(Task):
         assert odb is not None  # create=True
         return odb
 
-    def guarded(self, orchestrator_id: Any, payload: Any, kind: str, body: Body) -> dict[str, Any]:
-        """Run ``body`` under the checks of this module; see the module docstring."""
+    def guarded(self, orchestrator_id: Any, payload: Any, kind: str, body: Body,
+                track: bool = True) -> dict[str, Any]:
+        """Run ``body`` under the checks of this module; see the module docstring.
+
+        ``track=False`` is for read-only tasks (the bulletin): no receipt, no delivery
+        count, since running one twice changes nothing.
+        """
         started = time.monotonic()
         outcome = "error"
         odb: OrchestratorDB | None = None
@@ -123,6 +128,10 @@ class MemoryTask(Task):
             odb = self.open_db(orchestrator_id)
             _check_size(payload)
             key = key_of(orchestrator_id, kind, payload)
+            if not track:
+                result = body(odb, key)
+                outcome = "ok"
+                return result
             delivery = record_delivery(odb, key, self.name)
             if delivery.finished and delivery.result is not None:
                 outcome = "duplicate"

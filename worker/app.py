@@ -9,7 +9,6 @@ tasks use (``task.app.settings``, ``task.app.databases``).
 from __future__ import annotations
 
 import logging
-import threading
 from typing import Any
 
 from celery import Celery, signals
@@ -29,6 +28,7 @@ TASK_MODULES = (
     "orchmem.tasks.maintenance",
     "orchmem.tasks.edits",
     "orchmem.tasks.ingest",
+    "orchmem.tasks.bulletin",
 )
 
 
@@ -101,14 +101,12 @@ def connect_worker_signals(app: OrchmemCelery) -> None:
     """Hooks of a worker process: called by ``orchmem worker``, never by clients."""
 
     def warm_up_child(**_: Any) -> None:
-        # Load the embedding model in a fresh worker child, off the task path.
-        def load() -> None:
-            try:
-                get_embedder(app.settings.embedding)
-            except Exception as exc:  # logged; tasks fall back to full text, re-embed later
-                logger.warning("embedding model not loaded at start: %s", exc)
-
-        threading.Thread(target=load, name="orchmem-warmup", daemon=True).start()
+        # Load the embedding model before the child takes its first task, so that no
+        # task (a bulletin with a 2 s budget, say) waits seconds for it.
+        try:
+            get_embedder(app.settings.embedding)
+        except Exception as exc:  # logged; tasks fall back to full text, re-embed later
+            logger.warning("embedding model not loaded at start: %s", exc)
 
     signals.worker_process_init.connect(warm_up_child, weak=False,
                                         dispatch_uid="orchmem-warm-up")

@@ -19,6 +19,7 @@ from orchmem.tasks.ingest import INGEST_SCAN
 from orchmem.tasks.writeback import WRITEBACK
 
 from ..app import create_app
+from ..client import MemoryClient
 from ..publish import publish
 from .common import (
     STATUSES,
@@ -223,4 +224,20 @@ def ingest(cli: Cli, orchestrator_id: str, wait: bool, as_json: bool) -> None:
     emit(value, as_json, "\n".join(lines))
 
 
-COMMANDS = [write, list_, stats, recall, ingest]
+@click.command()
+@orch_option
+@click.option("--timeout", type=float, help="Seconds to wait for the worker "
+              "(default: memory.bulletin.timeout_s); then the last snapshot is shown.")
+@json_option
+@pass_cli
+def bulletin(cli: Cli, orchestrator_id: str, timeout: float | None, as_json: bool) -> None:
+    """Build and show the orchestrator's bulletin (what is sent with every message)."""
+    result = MemoryClient(orchestrator_id, cli.settings).bulletin(timeout=timeout)
+    data = {**result.bulletin, "source": result.source, "warnings": result.warnings,
+            "text": result.text}
+    note = f"({result.source}, generated {result.bulletin.get('generatedAt')})"
+    lines = [result.text, note, *(f"warning: {w}" for w in result.warnings)]
+    emit(data, as_json, "\n".join(lines))
+
+
+COMMANDS = [write, list_, stats, recall, ingest, bulletin]

@@ -6,6 +6,7 @@ import os
 import signal
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import click
@@ -216,4 +217,29 @@ def reembed(cli: Cli, orchestrator_ids: tuple[str, ...], wait: bool, timeout: fl
         raise SystemExit(2)
 
 
-COMMANDS = [up, broker, worker, beat, check, reembed]
+@click.command()
+@click.option("--root", "demo_root", type=click.Path(file_okay=False), default="orchmem-demo",
+              show_default=True, help="Folder for the demo's data (kept afterwards).")
+@click.option("--fresh", is_flag=True, help="Empty the folder first if it is not empty.")
+@pass_cli
+def demo(cli: Cli, demo_root: str, fresh: bool) -> None:
+    """Run a scripted session of two orchestrators and print a trace.
+
+    Starts an embedded Redis and a worker (nothing else needs to run), sends messages
+    from several channels through the reference orchestrator in orchmem.examples, and
+    shows what each wrote and recalled, the bulletin, a kept contradiction, a superseded
+    preference and a denied cross-orchestrator request. The data stays in --root.
+    """
+    from ..demo import prepare_root, run_demo
+
+    root = Path(demo_root).resolve()
+    try:
+        prepare_root(root, fresh)
+    except FileExistsError as exc:
+        raise click.ClickException(str(exc)) from exc
+    cli.root = str(root)
+    settings = cli.settings.model_copy(update={"root": root, "broker_url": ""})
+    raise SystemExit(run_demo(settings, echo=click.echo))
+
+
+COMMANDS = [up, broker, worker, beat, check, reembed, demo]

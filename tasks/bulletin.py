@@ -1,0 +1,53 @@
+"""The bulletin task: build an orchestrator's bulletin and write its snapshot files."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from celery import shared_task
+
+from orchmem.models.bulletin import build
+from orchmem.models.database import OrchestratorDB
+from orchmem.models.schema import utc_now
+
+from .base import MemoryTask
+
+BULLETIN = "orchmem.bulletin"
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to a temp file beside ``path``, fsync it, rename it over ``path``."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+@shared_task(base=MemoryTask, bind=True, name=BULLETIN)
+def bulletin(self: MemoryTask, orchestrator_id: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """Build the bulletin, write ``bulletins/latest.json`` and ``latest.md`` atomically.
+
+    Returns the bulletin as JSON (with ``watermark``, the last audit event it reflects)
+    plus ``text``, the compact block for a prompt.
+    """
+
+    def body(odb: OrchestratorDB, key: str) -> dict[str, Any]:
+        built = build(odb, utc_now())
+        data = built.to_dict()
+        text = built.to_text()
+        folder = odb.workspace.bulletins_dir
+        folder.mkdir(parents=True, exist_ok=True)
+        write_atomically(folder / "latest.json", json.dumps(data, indent=2, ensure_ascii=False))
+        write_atomically(folder / "latest.md", f"# Memory bulletin of {orchestrator_id}\n\n"
+                         f"_generated {data['generatedAt']}, events up to {data['watermark']}_"
+                         f"\n\n{text}\n")
+        odb.log.write("bulletin", watermark=data["watermark"], chars=data["chars"],
+                      truncated=data["truncated"], taskId=self.request.id)
+        return {"ok": True, "task": self.name, **data, "text": text}
+
+    return self.guarded(orchestrator_id, payload, "bulletin", body, track=False)

@@ -1,0 +1,401 @@
+"""``MemoryClient``: what an orchestrator imports to use its memory.
+
+    client = MemoryClient("support-bot")
+    client.write_back(transcript={"conversationId": "c1", "messages": [...]})
+    bundle = client.recall("what does the user prefer?")
+    block = client.context_for("selector", user_message).text
+
+Writes go through the orchestrator's queue (asynchronous, exactly once per idempotency
+key); reads open the orchestrator's SQLite file directly (synchronous, milliseconds).
+A recall first waits, a bounded time, for this client's own unfinished write-backs,
+so a message recalls what the previous message wrote.
+
+The orchestrator never sees an exception from memory: with ``memory.enabled = false``,
+a damaged database, a broker that is down, or a request outside this orchestrator's
+scope, every call returns an empty or partial result with ``warnings`` (and the
+reason is logged).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from orchmem.config import (
+    OrchmemError,
+    Settings,
+    check_orchestrator_id,
+    load_settings,
+)
+from orchmem.models.bulletin import Bulletin
+from orchmem.models.database import Databases
+from orchmem.models.memlog import MemoryLog
+from orchmem.models.recall import RecallBundle, check_scope, recall
+from orchmem.models.schema import MemoryNode, format_ts, utc_now
+from orchmem.models.store import FINAL_RECEIPTS, row_to_node
+from orchmem.models.tables import MemoryRow
+from orchmem.tasks.bulletin import BULLETIN
+from orchmem.tasks.edits import EDIT
+from orchmem.tasks.ingest import INGEST_SCAN
+from orchmem.tasks.writeback import WRITEBACK
+
+from .app import OrchmemCelery, create_app
+from .publish import prepare, send
+
+logger = logging.getLogger(__name__)
+
+Purpose = Literal["selector", "step", "diagnostics"]
+
+
+@dataclass
+class WriteHandle:
+    """A published write. ``ok`` is False when it could not be published (see ``error``)."""
+
+    orchestrator_id: str
+    key: str
+    task_id: str | None
+    ok: bool
+    error: str | None = None
+    _client: MemoryClient | None = field(default=None, repr=False)
+
+    def done(self) -> bool:
+        """True once the worker committed (or refused) it: read from SQLite, the truth."""
+        return self._client is not None and self._client._receipt_final(self.key)
+
+    def wait(self, timeout: float = 30.0) -> dict[str, Any] | None:
+        """The task's result, or None if it did not finish within ``timeout`` seconds."""
+        if not self.ok or self._client is None:
+            return None
+        return self._client._result(self, timeout)
+
+
+@dataclass
+class BulletinResult:
+    """The bulletin for this message: ``source`` is live, snapshot (fallback) or empty."""
+
+    bulletin: dict[str, Any]
+    text: str
+    source: Literal["live", "snapshot", "empty"]
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def fresh(self) -> bool:
+        return self.source == "live"
+
+
+@dataclass
+class Context:
+    """The text block for a prompt, and what it was made of."""
+
+    purpose: str
+    text: str
+    bulletin: BulletinResult
+    bundle: RecallBundle
+    warnings: list[str] = field(default_factory=list)
+
+
+class MemoryClient:
+    """The memory of one orchestrator, as that orchestrator uses it.
+
+    ``settings`` default to :func:`load_settings` (``orchmem.toml`` / ``ORCHMEM_*``).
+    ``app`` and ``databases`` may be shared by several clients of one process.
+    """
+
+    def __init__(self, orchestrator_id: str, settings: Settings | None = None, *,
+                 app: OrchmemCelery | None = None, databases: Databases | None = None) -> None:
+        check_orchestrator_id(orchestrator_id)
+        self.orchestrator_id = orchestrator_id
+        self.settings = settings or load_settings()
+        self.memory = self.settings.memory_for(orchestrator_id)
+        self.databases = databases or Databases(self.settings)
+        self._app = app
+        self._pending: dict[str, WriteHandle] = {}
+        self._lock = threading.Lock()
+
+    # -- plumbing -------------------------------------------------------------
+
+    @property
+    def app(self) -> OrchmemCelery:
+        if self._app is None:
+            self._app = create_app(self.settings)
+        return self._app
+
+    def _log(self, event: str, **fields: Any) -> None:
+        workspace = self.databases.workspace(self.orchestrator_id)
+        MemoryLog(workspace.log_path, self.orchestrator_id,
+                  int(self.settings.memory_log_max_mb * 1024 * 1024),
+                  self.settings.memory_log_backups).write(event, **fields)
+
+    def _warn(self, what: str, exc: BaseException) -> str:
+        message = f"{what}: {exc}"
+        level = logging.WARNING if isinstance(exc, OrchmemError) else logging.ERROR
+        logger.log(level, "memory of %s: %s", self.orchestrator_id, message,
+                   exc_info=not isinstance(exc, OrchmemError))
+        self._log("client_degraded", operation=what, error=type(exc).__name__,
+                  message=str(exc)[:500])
+        return message
+
+    def _publish(self, task: str, kind: str, payload: dict[str, Any]) -> WriteHandle:
+        if not self.memory.enabled:
+            return WriteHandle(self.orchestrator_id, "", None, False,
+                               "memory is disabled (memory.enabled = false)")
+        try:
+            key, prepared = prepare(self.orchestrator_id, kind, payload)
+        except OrchmemError as exc:
+            return WriteHandle(self.orchestrator_id, "", None, False,
+                               self._warn(f"{task} refused", exc))
+        try:
+            result = send(self.app, task, self.orchestrator_id, key, prepared)
+        except Exception as exc:
+            return WriteHandle(self.orchestrator_id, key, None, False,
+                               self._warn(f"{task} not published", exc), self)
+        handle = WriteHandle(self.orchestrator_id, key, result.id, True, None, self)
+        with self._lock:
+            self._pending[key] = handle
+        return handle
+
+    def _receipt_final(self, key: str) -> bool:
+        try:
+            odb = self.databases.open(self.orchestrator_id, create=False)
+        except OrchmemError:
+            return False
+        if odb is None:
+            return False
+        rows = odb.sql("SELECT status FROM task_receipts WHERE key = ?", (key,))
+        return bool(rows) and rows[0][0] in FINAL_RECEIPTS
+
+    def _result(self, handle: WriteHandle, timeout: float) -> dict[str, Any] | None:
+        from celery.exceptions import TimeoutError as CeleryTimeout
+
+        try:
+            value = self.app.AsyncResult(handle.task_id).get(timeout=timeout, propagate=False)
+        except CeleryTimeout:
+            return None
+        except Exception as exc:
+            self._warn("waiting for a result", exc)
+            return None
+        if isinstance(value, BaseException):
+            return {"ok": False, "error": type(value).__name__, "message": str(value)}
+        return dict(value) if isinstance(value, dict) else None
+
+    def wait_for_writes(self, timeout: float | None = None) -> list[str]:
+        """Wait until this client's published writes are committed; returns keys still
+        pending after ``timeout`` (default ``memory.retrieval.read_your_writes_timeout_s``)."""
+        limit = self.memory.retrieval.read_your_writes_timeout_s if timeout is None else timeout
+        deadline = time.monotonic() + limit
+        while True:
+            with self._lock:
+                keys = list(self._pending)
+            left = [k for k in keys if not self._receipt_final(k)]
+            with self._lock:
+                for key in set(keys) - set(left):
+                    self._pending.pop(key, None)
+            if not left or time.monotonic() >= deadline:
+                return left
+            time.sleep(0.02)
+
+    # -- writes -----------------------------------------------------------------
+
+    def write_back(self, *, memories: Sequence[dict[str, Any]] | None = None,
+                   edges: Sequence[dict[str, Any]] | None = None,
+                   transcript: dict[str, Any] | None = None,
+                   workflow_output: dict[str, Any] | None = None,
+                   diagnostics: dict[str, Any] | None = None,
+                   idempotency_key: str | None = None) -> WriteHandle:
+        """Publish a write-back; returns at once with a handle (``ok`` False if refused).
+
+        ``memories``/``edges`` as in SPEC.md; ``transcript`` =
+        ``{"conversationId", "channel"?, "messages": [{"role", "text"}]}``;
+        ``workflow_output`` = ``{"workflowRunId", "stepId", "output": text | JSON}``;
+        ``diagnostics`` = ``{"runId"?, "findings": [{"severity", "text", "component"?}]}``.
+        """
+        payload: dict[str, Any] = {}
+        for name, value in (("memories", memories), ("edges", edges),
+                            ("channelTranscript", transcript),
+                            ("workflowOutput", workflow_output), ("diagnostics", diagnostics),
+                            ("idempotencyKey", idempotency_key)):
+            if value is not None:
+                payload[name] = list(value) if isinstance(value, list | tuple) else value
+        return self._publish(WRITEBACK, "wb", payload)
+
+    def supersede(self, memory_id: str, *, by: str | None = None, content: str | None = None,
+                  reason: str | None = None) -> WriteHandle:
+        """Replace a memory by another one (``by``) or by new ``content``."""
+        payload = {"op": "supersede", "memoryId": memory_id, "by": by, "content": content,
+                   "reason": reason}
+        return self._publish(EDIT, "edit", {k: v for k, v in payload.items() if v is not None})
+
+    def retract(self, memory_id: str, reason: str) -> WriteHandle:
+        return self._publish(EDIT, "edit", {"op": "retract", "memoryId": memory_id,
+                                            "reason": reason})
+
+    def link(self, from_id: str, to_id: str, edge_type: str, *, weight: float = 1.0,
+             reason: str | None = None) -> WriteHandle:
+        payload = {"op": "link", "fromMemoryId": from_id, "toMemoryId": to_id,
+                   "edgeType": edge_type, "weight": weight, "reason": reason}
+        return self._publish(EDIT, "edit", {k: v for k, v in payload.items() if v is not None})
+
+    def forget(self, memory_id: str, *, hard: bool = False,
+               reason: str | None = None) -> WriteHandle:
+        payload = {"op": "forget", "memoryId": memory_id, "hard": hard, "reason": reason}
+        return self._publish(EDIT, "edit", {k: v for k, v in payload.items() if v is not None})
+
+    def ingest_now(self) -> WriteHandle:
+        """Publish a scan of this orchestrator's ``memory/ingest/`` folder."""
+        if not self.memory.ingest.enabled:
+            return WriteHandle(self.orchestrator_id, "", None, False,
+                               "ingest is disabled (memory.ingest.enabled = false)")
+        return self._publish(INGEST_SCAN, "ingest",
+                             {"idempotencyKey": f"ingest-{uuid.uuid4().hex}"})
+
+    # -- reads ------------------------------------------------------------------
+
+    def get(self, memory_ids: Sequence[str]) -> list[MemoryNode]:
+        """These memories of this orchestrator (any status), in the order asked; unknown
+        ids are left out, another orchestrator's ids are denied (empty list, logged)."""
+        try:
+            check_scope(self.databases, self.orchestrator_id, self.orchestrator_id,
+                        memory_ids)
+            odb = self.databases.open(self.orchestrator_id, create=False)
+        except Exception as exc:
+            self._warn("get", exc)
+            return []
+        if odb is None or not memory_ids:
+            return []
+        with odb.read():
+            rows = {r.memory_id: r for r in MemoryRow.select().where(
+                MemoryRow.memory_id.in_(list(memory_ids)))}
+        return [row_to_node(rows[m], self.orchestrator_id) for m in memory_ids if m in rows]
+
+    def recall(self, query: str, *, top_n: int | None = None,
+               types: Sequence[str] | None = None, include_inactive: bool = False,
+               memory_ids: Sequence[str] | None = None, orchestrator_id: str | None = None,
+               wait_for_writes: bool = True) -> RecallBundle:
+        """The memories most relevant to ``query`` (see ``orchmem.models.recall``).
+
+        Asking for another orchestrator (``orchestrator_id``) or for its memoryIds is
+        denied and logged: the bundle is empty and says so in ``warnings``.
+        """
+        target = orchestrator_id or self.orchestrator_id
+        warnings: list[str] = []
+        if not self.memory.enabled:
+            return _empty_bundle(target, query, ["memory is disabled (memory.enabled = false)"])
+        if wait_for_writes:
+            left = self.wait_for_writes()
+            if left:
+                warnings.append(f"{len(left)} of this client's write-backs are not committed "
+                                "yet; their memories may be missing")
+        try:
+            bundle = recall(target, query, databases=self.databases, top_n=top_n, types=types,
+                            include_inactive=include_inactive, memory_ids=memory_ids,
+                            requester=self.orchestrator_id)
+        except Exception as exc:
+            return _empty_bundle(target, query, [*warnings, self._warn("recall", exc)])
+        if warnings:
+            bundle = bundle.model_copy(update={"warnings": [*bundle.warnings, *warnings]})
+        return bundle
+
+    def bulletin(self, timeout: float | None = None) -> BulletinResult:
+        """The bulletin for this message, built by the worker (after this client's earlier
+        writes, which precede it on the same queue).
+
+        Falls back to the last snapshot (``bulletins/latest.json``), or an empty bulletin,
+        when the worker does not answer within ``memory.bulletin.timeout_s``.
+        """
+        if not self.memory.enabled:
+            return self._fallback(["memory is disabled (memory.enabled = false)"])
+        limit = self.memory.bulletin.timeout_s if timeout is None else timeout
+        handle = self._publish(BULLETIN, "bulletin",
+                               {"idempotencyKey": f"bulletin-{uuid.uuid4().hex}"})
+        with self._lock:
+            self._pending.pop(handle.key, None)  # read-only: nothing to wait for
+        if not handle.ok:
+            return self._fallback([f"bulletin not requested: {handle.error}"])
+        value = handle.wait(limit)
+        if value is None or not value.get("ok"):
+            reason = (f"no bulletin within {limit}s" if value is None else
+                      f"bulletin failed: {value.get('message')}")
+            return self._fallback([reason])
+        return BulletinResult(bulletin={k: v for k, v in value.items()
+                                        if k not in ("ok", "task", "text")},
+                              text=str(value["text"]), source="live")
+
+    def _fallback(self, warnings: list[str]) -> BulletinResult:
+        workspace = self.databases.workspace(self.orchestrator_id)
+        try:
+            data = json.loads((workspace.bulletins_dir / "latest.json").read_text("utf-8"))
+            snapshot = Bulletin.from_dict(data)
+        except (OSError, ValueError, KeyError, TypeError):
+            snapshot = None
+        if snapshot is not None:
+            warnings = [*warnings, f"using the last bulletin, from {snapshot.generated_at}"]
+            source: Literal["snapshot", "empty"] = "snapshot"
+        else:
+            snapshot = Bulletin.empty(self.orchestrator_id, format_ts(utc_now()))
+            warnings = [*warnings, "no bulletin snapshot yet: empty bulletin"]
+            source = "empty"
+        self._log("bulletin_fallback", source=source, warnings=warnings)
+        logger.warning("bulletin of %s: %s", self.orchestrator_id, "; ".join(warnings))
+        return BulletinResult(bulletin=snapshot.to_dict(), text=snapshot.to_text(),
+                              source=source, warnings=warnings)
+
+    def context_for(self, purpose: Purpose, query: str,
+                    bulletin: BulletinResult | None = None) -> Context:
+        """The bulletin and the memories relevant to ``query``, as one bounded text block.
+
+        ``purpose`` is "selector" (choosing a workflow), "step" (a workflow step) or
+        "diagnostics" (an investigation: more memories, with their provenance). Pass the
+        message's ``bulletin`` to avoid building it twice.
+        """
+        limits = self.memory.context
+        top_n = {"selector": limits.selector_top_n, "step": limits.step_top_n,
+                 "diagnostics": limits.diagnostics_top_n}.get(purpose)
+        if top_n is None:
+            raise ValueError(f"purpose must be selector, step or diagnostics, not {purpose!r}")
+        bulletin = bulletin or self.bulletin()
+        bundle = self.recall(query, top_n=top_n) if top_n else _empty_bundle(
+            self.orchestrator_id, query, [])
+        text = render_context(purpose, query, bulletin, bundle, limits.max_chars,
+                              with_sources=purpose == "diagnostics")
+        return Context(purpose=purpose, text=text, bulletin=bulletin, bundle=bundle,
+                       warnings=[*bulletin.warnings, *bundle.warnings])
+
+
+def render_context(purpose: str, query: str, bulletin: BulletinResult, bundle: RecallBundle,
+                   max_chars: int, with_sources: bool = False) -> str:
+    """Bulletin block, then one line per recalled memory, cut at ``max_chars``."""
+    head = f"[memory bulletin]\n{bulletin.text}\n\n[memories relevant to this {purpose}]"
+    sources = {p.memory_id: p.sources for p in bundle.provenance}
+    lines = []
+    for item in bundle.nodes:
+        m = item.memory
+        line = f"- ({m.type.value} {m.memory_id}) {' '.join(m.content.split())[:300]}"
+        if with_sources:
+            for src in sources.get(m.memory_id, [])[:2]:
+                where = (src.source_path or src.conversation_id or src.workflow_run_id or "")
+                step = f" step {src.step_id}" if src.step_id else ""
+                line += f"\n    source: {src.source_type.value} {where}{step} at {src.captured_at}"
+        lines.append(line)
+    if not lines:
+        lines.append("- (none)")
+    text = head
+    for line in lines:
+        if len(text) + 1 + len(line) > max_chars:
+            text += "\n- (more memories cut to fit)" if len(text) + 30 <= max_chars else ""
+            break
+        text += "\n" + line
+    return text[:max_chars]
+
+
+def _empty_bundle(orchestrator_id: str, query: str, warnings: list[str]) -> RecallBundle:
+    return RecallBundle.model_construct(
+        orchestrator_id=orchestrator_id, query=query, nodes=[], edges=[], neighbors=[],
+        provenance=[], mode="hybrid", vector_available=False,
+        candidates={"vector": 0, "text": 0}, warnings=warnings, took_ms=0.0)
+
