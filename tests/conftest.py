@@ -10,6 +10,9 @@ import itertools
 from collections.abc import Iterator
 from pathlib import Path
 
+# Imported now, not lazily by its plugin at session end: CPython 3.11.7 can fail to
+# compile a module late in a long session ("AST constructor recursion depth mismatch").
+import hypothesis  # noqa: F401
 import pytest
 from orchmem_testing import RedisServer, WorkerProcess, make_settings, unique_id
 
@@ -78,6 +81,7 @@ def isolated(tmp_path: Path, redis_server: RedisServer):  # type: ignore[no-unty
     """A factory of settings with their own root and their own Redis database."""
 
     def factory(**overrides: object) -> Settings:
-        return make_settings(tmp_path / "root", fresh_db_url(redis_server), **overrides)
+        url = overrides.pop("broker_url", None) or fresh_db_url(redis_server)
+        return make_settings(tmp_path / "root", str(url), **overrides)
 
     return factory

@@ -42,8 +42,18 @@ class OrchmemCelery(Celery):
         self.databases = Databases(settings)
 
 
-def celery_config(settings: Settings, broker: str) -> dict[str, Any]:
+#: A worker retries the result store for a while (its work is committed in SQLite
+#: either way); an orchestrator's client gives up fast, so a broker outage costs a
+#: message about a second, not twenty.
+CLIENT_RETRY_POLICY = {"max_retries": 2, "interval_start": 0.0, "interval_step": 0.25,
+                       "interval_max": 0.5}
+
+
+def celery_config(settings: Settings, broker: str, client: bool = False) -> dict[str, Any]:
     vt = settings.worker.visibility_timeout_s
+    backend_options: dict[str, Any] = {"visibility_timeout": vt}
+    if client:
+        backend_options["retry_policy"] = CLIENT_RETRY_POLICY
     return {
         "broker_url": broker,
         "result_backend": broker,
@@ -66,8 +76,14 @@ def celery_config(settings: Settings, broker: str) -> dict[str, Any]:
             "visibility_timeout": vt,
             "unacked_restore_interval": max(1, min(10, vt // 4)),
             "unacked_restore_throttle": 1,
+            "socket_connect_timeout": 2,
+            # A broker that vanishes without closing the connection must not hang a
+            # publish forever (kombu's note on socket_timeout).
+            "socket_timeout": 10,
+            "health_check_interval": 10,
         },
-        "result_backend_transport_options": {"visibility_timeout": vt},
+        "result_backend_transport_options": backend_options,
+        "redis_socket_connect_timeout": 2,
         "broker_connection_retry_on_startup": True,
         "broker_connection_max_retries": None,
         "worker_cancel_long_running_tasks_on_connection_loss":
@@ -86,14 +102,16 @@ def celery_config(settings: Settings, broker: str) -> dict[str, Any]:
     }
 
 
-def create_app(settings: Settings, broker: str | None = None) -> OrchmemCelery:
+def create_app(settings: Settings, broker: str | None = None, *,
+               client: bool = False) -> OrchmemCelery:
     """A configured app; ``broker`` defaults to the configured or embedded broker.
 
+    ``client=True`` is the orchestrator side: short retries, so an outage fails fast.
     Raises BrokerUnavailable when no broker URL can be found.
     """
     url = broker or resolve_broker_url(settings)
     app = OrchmemCelery(settings, url)
-    app.conf.update(celery_config(settings, url))
+    app.conf.update(celery_config(settings, url, client=client))
     return app
 
 

@@ -27,7 +27,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import redis
+
 from orchmem.config import (
+    BrokerUnavailable,
     OrchmemError,
     Settings,
     check_orchestrator_id,
@@ -51,6 +54,8 @@ from .publish import prepare, send
 logger = logging.getLogger(__name__)
 
 Purpose = Literal["selector", "step", "diagnostics"]
+#: After a failed publish, how long the client stops trying the broker.
+BROKER_BACKOFF_S = 5.0
 
 
 @dataclass
@@ -115,6 +120,9 @@ class MemoryClient:
         self.memory = self.settings.memory_for(orchestrator_id)
         self.databases = databases or Databases(self.settings)
         self._app = app
+        self._shared_app = app
+        self._broker_down_until = 0.0
+        self._redis: redis.Redis | None = None
         self._pending: dict[str, WriteHandle] = {}
         self._lock = threading.Lock()
 
@@ -123,7 +131,7 @@ class MemoryClient:
     @property
     def app(self) -> OrchmemCelery:
         if self._app is None:
-            self._app = create_app(self.settings)
+            self._app = create_app(self.settings, client=True)
         return self._app
 
     def _log(self, event: str, **fields: Any) -> None:
@@ -150,15 +158,35 @@ class MemoryClient:
         except OrchmemError as exc:
             return WriteHandle(self.orchestrator_id, "", None, False,
                                self._warn(f"{task} refused", exc))
+        if time.monotonic() < self._broker_down_until:
+            return WriteHandle(self.orchestrator_id, key, None, False,
+                               f"{task} not published: the broker was unreachable moments "
+                               "ago; retrying shortly", self)
         try:
+            self._ping_broker()
             result = send(self.app, task, self.orchestrator_id, key, prepared)
         except Exception as exc:
+            # Skip publishing for a few seconds (each attempt costs about a second), and
+            # build a fresh app next time: Celery's result consumer does not recover.
+            self._broker_down_until = time.monotonic() + BROKER_BACKOFF_S
+            self._app = None if self._shared_app is None else self._shared_app
             return WriteHandle(self.orchestrator_id, key, None, False,
                                self._warn(f"{task} not published", exc), self)
         handle = WriteHandle(self.orchestrator_id, key, result.id, True, None, self)
         with self._lock:
             self._pending[key] = handle
         return handle
+
+    def _ping_broker(self) -> None:
+        """Fail fast (1 s) on a dead broker, before Celery starts its own retries."""
+        if self._redis is None:
+            url = self.app.conf.broker_url
+            self._redis = redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=1)
+        try:
+            self._redis.ping()
+        except redis.RedisError as exc:
+            self._redis = None
+            raise BrokerUnavailable(f"broker unreachable: {exc}") from exc
 
     def _receipt_final(self, key: str) -> bool:
         try:

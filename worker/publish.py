@@ -67,9 +67,12 @@ def send(app: OrchmemCelery, task_name: str, orchestrator_id: str, key: str,
             retry_policy={"max_retries": 3, "interval_start": 0.2, "interval_step": 0.5,
                           "interval_max": 1.0},
         )
-    except (OperationalError, KombuError, RedisError, OSError) as exc:
+    except (OperationalError, KombuError, RedisError, OSError, RuntimeError) as exc:
+        # RuntimeError: Celery's Redis result consumer gives up subscribing that way.
+        detail = " ".join(str(exc).split()) if not isinstance(exc, RuntimeError) else \
+            "the result store did not answer"
         raise BrokerUnavailable(
-            f"cannot publish {task_name} for {orchestrator_id!r}: broker unreachable ({exc})"
+            f"cannot publish {task_name} for {orchestrator_id!r}: broker unreachable ({detail})"
         ) from exc
 
 

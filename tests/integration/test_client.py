@@ -1,0 +1,88 @@
+"""MemoryClient: read-your-writes, bulletin fallbacks, and degrading instead of raising."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from orchmem_testing import WorkerProcess, free_port
+
+from orchmem.config import Settings
+from orchmem.models.memlog import read_log
+from orchmem.worker.app import OrchmemCelery, create_app
+from orchmem.worker.client import MemoryClient
+
+MANUAL = {"sourceType": "manual", "capturedBy": "user"}
+
+
+@pytest.mark.usefixtures("worker")
+def test_a_recall_sees_this_clients_previous_write(app: OrchmemCelery, settings: Settings,
+                                                   orch_id: str) -> None:
+    client = MemoryClient(orch_id, settings, app=app)
+    for i in range(5):
+        handle = client.write_back(memories=[{"type": "Fact", "source": MANUAL,
+                                              "content": f"Locker {i} code is {1000 + i}"}])
+        bundle = client.recall(f"locker {i} code")  # no sleep: the recall waits for it
+        assert handle.ok and bundle.nodes[0].memory.content == f"Locker {i} code is {1000 + i}"
+        assert not bundle.warnings
+
+
+def test_bulletin_falls_back_to_the_last_snapshot_then_to_empty(isolated: Any) -> None:
+    settings = isolated(shards=1, memory={"bulletin": {"timeout_s": 2}})
+    app = create_app(settings)
+    worker = WorkerProcess(settings).start(app)
+    client = MemoryClient("snap", settings, app=app)
+    client.write_back(memories=[{"type": "Goal", "content": "Ship the beta", "source": MANUAL}])
+    live = client.bulletin(timeout=60)
+    assert live.source == "live" and "Ship the beta" in live.text
+    worker.stop()
+    fallback = client.bulletin(timeout=1)
+    assert fallback.source == "snapshot" and fallback.text == live.text
+    assert any("no bulletin within" in w for w in fallback.warnings)
+    fresh = MemoryClient("never-seen", settings, app=app).bulletin(timeout=1)
+    assert fresh.source == "empty" and fresh.text == "(no memories yet)"
+    assert any("empty bulletin" in w for w in fresh.warnings)
+    log = read_log(settings.runtime_root("snap") / "memory" / "logs" / "memory.log")
+    assert any(r["event"] == "bulletin_fallback" and r["source"] == "snapshot" for r in log)
+
+
+def test_disabled_memory_degrades_every_call_without_raising(isolated: Any) -> None:
+    settings = isolated(orchestrators={"off": {"memory": {"enabled": False}}})
+    client = MemoryClient("off", settings)
+    assert client.write_back(memories=[{"type": "Fact", "content": "x", "source": MANUAL}]).ok \
+        is False
+    assert client.recall("anything").nodes == []
+    assert "disabled" in client.recall("anything").warnings[0]
+    bulletin = client.bulletin()
+    assert bulletin.source == "empty" and "disabled" in bulletin.warnings[0]
+    context = client.context_for("selector", "hello")
+    assert "(no memories yet)" in context.text and context.warnings
+    assert client.ingest_now().ok is False
+
+
+def test_a_corrupt_database_degrades_recall_with_a_warning(isolated: Any) -> None:
+    settings = isolated()
+    memory = settings.runtime_root("broken") / "memory"
+    memory.mkdir(parents=True)
+    (memory / "memory.db").write_bytes(b"this is not a database" * 100)
+    client = MemoryClient("broken", settings)
+    bundle = client.recall("anything")
+    assert bundle.nodes == [] and "integrity check" in bundle.warnings[0]
+
+
+def test_an_unreachable_broker_refuses_writes_but_reads_go_on(isolated: Any,
+                                                              settings: Settings) -> None:
+    dead = isolated(broker_url=f"redis://127.0.0.1:{free_port()}/0")
+    client = MemoryClient("offline", dead)
+    handle = client.write_back(memories=[{"type": "Fact", "content": "x", "source": MANUAL}])
+    assert handle.ok is False and "not published" in (handle.error or "")
+    assert client.recall("x").nodes == []
+    assert client.bulletin(timeout=1).source == "empty"
+
+
+def test_bad_input_is_refused_with_an_error_not_raised(isolated: Any) -> None:
+    client = MemoryClient("strict", isolated())
+    handle = client.write_back(idempotency_key="has spaces", memories=[])
+    assert handle.ok is False and "idempotencyKey" in (handle.error or "")
+    with pytest.raises(ValueError):
+        client.context_for("chitchat", "x")  # type: ignore[arg-type]
