@@ -158,6 +158,10 @@ class WorkerSettings(_Section):
     max_tasks_per_child: int = Field(0, ge=0, le=1_000_000)
     #: How long ``orchmem write`` and ``--wait`` flags wait for a result.
     wait_timeout_s: float = Field(60.0, gt=0.0, le=3600.0)
+    #: Prometheus endpoint of each worker process (0 = off): task counts, durations and
+    #: queue depths. Several workers on one host need different ports (``--metrics-port``).
+    metrics_port: int = Field(0, ge=0, le=65_535)
+    metrics_address: str = "127.0.0.1"
 
 
 class BeatSettings(_Section):

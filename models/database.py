@@ -346,10 +346,9 @@ def _create_database(workspace: Workspace, settings: Settings) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def _verify(odb: OrchestratorDB) -> None:
-    """Integrity and ownership check at open; raises MemoryCorrupt or StorageError."""
-    path = odb.workspace.db_path
-    problem = _header_problem(path)
+def integrity_problem(odb: OrchestratorDB) -> str | None:
+    """What is wrong with the file (header, WAL, ``quick_check``, owner), or None."""
+    problem = _header_problem(odb.workspace.db_path)
     if problem is None:
         try:
             with odb.bound():
@@ -360,6 +359,13 @@ def _verify(odb: OrchestratorDB) -> None:
                     problem = _schema_problem(odb)
         except MemoryCorrupt as exc:
             problem = str(exc)
+    return problem
+
+
+def _verify(odb: OrchestratorDB) -> None:
+    """Integrity and ownership check at open; raises MemoryCorrupt or StorageError."""
+    path = odb.workspace.db_path
+    problem = integrity_problem(odb)
     if problem is not None:
         odb.close()
         raise MemoryCorrupt(

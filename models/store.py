@@ -369,6 +369,7 @@ def stats(odb: OrchestratorDB) -> dict[str, Any]:
                    .where(MemoryEmbeddingRow.memory.is_null(), MemoryRow.forgotten == 0)
                    .count())
         last_event = MemoryEventRow.select().order_by(MemoryEventRow.id.desc()).first()
+        last_ingest = sql("SELECT max(at) FROM ingest_manifest").fetchone()[0]
         return {
             "orchestratorId": odb.orchestrator_id,
             "memories": sum(by_status.values()),
@@ -380,11 +381,20 @@ def stats(odb: OrchestratorDB) -> dict[str, Any]:
                 "SELECT embedder, count(*) FROM memory_embeddings GROUP BY embedder")),
             "events": MemoryEventRow.select().count(),
             "lastEventAt": last_event.at if last_event else None,
+            "lastIngestAt": last_ingest,
+            "lastBulletinAt": _bulletin_time(odb.workspace.bulletins_dir / "latest.json"),
             "receipts": TaskReceiptRow.select().count(),
             "deadLetters": DeadLetterRow.select().count(),
             "dbBytes": odb.workspace.db_path.stat().st_size,
             "walBytes": _size(odb.workspace.db_path.with_name("memory.db-wal")),
         }
+
+
+def _bulletin_time(path: Any) -> str | None:
+    try:
+        return str(json.loads(path.read_text(encoding="utf-8"))["generatedAt"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _size(path: Any) -> int:

@@ -21,6 +21,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from celery import Task
@@ -93,16 +94,24 @@ class MemoryTask(Task):
         try:
             odb = self.databases.open(orchestrator_id)
         except MemoryCorrupt as exc:
-            workspace = self.databases.workspace(orchestrator_id)
-            folder = quarantine(workspace, str(exc))
-            self.databases.forget(orchestrator_id)
-            logger.error("memory of %s disabled: %s (kept in %s)", orchestrator_id, exc, folder)
-            MemoryLog(workspace.log_path, orchestrator_id, _log_bytes(self.settings),
-                      self.settings.memory_log_backups).write(
-                "memory_disabled", reason=str(exc), quarantine=str(folder))
+            self.disable(orchestrator_id, str(exc))
             raise
         assert odb is not None  # create=True
         return odb
+
+    def disable(self, orchestrator_id: str, reason: str) -> Path:
+        """Move a damaged memory.db aside and disable that orchestrator's memory (logged).
+
+        Every other orchestrator goes on; ``orchmem check`` reports this one.
+        """
+        self.databases.forget(orchestrator_id)
+        workspace = self.databases.workspace(orchestrator_id)
+        folder = quarantine(workspace, reason)
+        logger.error("memory of %s disabled: %s (kept in %s)", orchestrator_id, reason, folder)
+        MemoryLog(workspace.log_path, orchestrator_id, _log_bytes(self.settings),
+                  self.settings.memory_log_backups).write(
+            "memory_disabled", reason=reason, quarantine=str(folder))
+        return folder
 
     def guarded(self, orchestrator_id: Any, payload: Any, kind: str, body: Body,
                 track: bool = True) -> dict[str, Any]:

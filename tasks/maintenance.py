@@ -1,19 +1,39 @@
-"""Maintenance tasks: re-embedding (more jobs join this module as beat grows)."""
+"""Maintenance: the beat fan-out and the per-orchestrator jobs it publishes.
+
+Beat publishes one ``fanout`` per job and shard (``{"shard": n, "job": ...}``); the
+worker of that shard lists the orchestrators it owns and publishes one task each onto
+the same queue, behind any write already waiting. Jobs:
+
+- ``reembed``: vectors missing or from another embedder (only where some are);
+- ``ingest``: a scan (only where ingest is enabled and files are waiting);
+- ``integrity``: ``quick_check``; a damaged database is quarantined and that
+  orchestrator's memory disabled, the others go on;
+- ``gc``: finished receipts past ``beat.receipt_retention_days``, ``PRAGMA optimize``,
+  a WAL checkpoint (Celery results in Redis expire by themselves, ``result_ttl_s``);
+- ``bulletin``: a fresh bulletin where memory changed since the last snapshot.
+"""
 
 from __future__ import annotations
 
+import json
 import logging
 import time
+from datetime import timedelta
 from typing import Any
 
 from celery import shared_task
 
-from orchmem.config import MemoryValidationError
-from orchmem.models.database import OrchestratorDB
+from orchmem.config import MemoryCorrupt, MemoryValidationError, OrchmemError
+from orchmem.models.database import OrchestratorDB, integrity_problem, known_orchestrators
 from orchmem.models.embedding import get_embedder
 from orchmem.models.reembed import reembed_batch, remaining
+from orchmem.models.schema import format_ts, utc_now
+from orchmem.models.store import FINAL_RECEIPTS
+from orchmem.models.tables import META_EVENT_WATERMARK, TaskReceiptRow
 
 from .base import MemoryTask, complete
+from .bulletin import BULLETIN
+from .ingest import INGEST_SCAN
 
 logger = logging.getLogger(__name__)
 
@@ -72,3 +92,109 @@ def reembed(self: MemoryTask, orchestrator_id: str, payload: dict[str, Any]) -> 
         return complete(odb, key, result)
 
     return self.guarded(orchestrator_id, payload, "reembed", body)
+
+
+FANOUT = "orchmem.fanout"
+INTEGRITY = "orchmem.integrity_check"
+GC = "orchmem.gc"
+JOBS = ("reembed", "ingest", "integrity", "gc", "bulletin")
+
+
+def _queue_of(task: MemoryTask, kwargs: dict[str, Any]) -> str:
+    return str(task.app.amqp.router.route({}, FANOUT, (), kwargs)["queue"].name)
+
+
+def _due(task: MemoryTask, job: str, orchestrator_id: str) -> bool:
+    """Whether ``job`` has anything to do for this orchestrator (cheap checks only)."""
+    memory = task.settings.memory_for(orchestrator_id)
+    if not memory.enabled:
+        return False
+    workspace = task.databases.workspace(orchestrator_id)
+    if job == "ingest":
+        return memory.ingest.enabled and workspace.ingest_dir.is_dir() and any(
+            entry.is_file() for entry in workspace.ingest_dir.iterdir())
+    if job in ("integrity", "gc"):
+        return workspace.db_path.exists()
+    odb = task.databases.open(orchestrator_id, create=False)
+    if odb is None:
+        return False
+    if job == "reembed":
+        return remaining(odb, get_embedder(task.settings.embedding).version) > 0
+    snapshot = workspace.bulletins_dir / "latest.json"
+    try:
+        seen = json.loads(snapshot.read_text(encoding="utf-8")).get("watermark")
+    except (OSError, ValueError):
+        seen = None
+    return str(seen) != (odb.meta(META_EVENT_WATERMARK) or "0")
+
+
+@shared_task(base=MemoryTask, bind=True, name=FANOUT)
+def fanout(self: MemoryTask, shard: int, job: str) -> dict[str, Any]:
+    """Publish ``job`` for every orchestrator of ``shard`` that needs it (beat's entry)."""
+    if job not in JOBS:
+        raise MemoryValidationError(f"job must be one of {', '.join(JOBS)}, got {job!r}")
+    names = {"reembed": REEMBED, "ingest": INGEST_SCAN, "integrity": INTEGRITY, "gc": GC,
+             "bulletin": BULLETIN}
+    mine = _queue_of(self, {"shard": shard})
+    stamp = format_ts(utc_now())
+    published, skipped = [], {}
+    for orchestrator_id in known_orchestrators(self.settings):
+        if _queue_of(self, {"orchestrator_id": orchestrator_id}) != mine:
+            continue
+        try:
+            due = _due(self, job, orchestrator_id)
+        except OrchmemError as exc:
+            skipped[orchestrator_id] = exc.code
+            continue
+        if not due:
+            continue
+        self.app.send_task(names[job], kwargs={
+            "orchestrator_id": orchestrator_id,
+            "payload": {"idempotencyKey": f"{job}-beat-{stamp}"}})
+        published.append(orchestrator_id)
+    logger.info("fanout %s shard %s: %d published, %d skipped", job, shard, len(published),
+                len(skipped))
+    return {"ok": True, "job": job, "shard": shard, "published": published,
+            "skipped": skipped}
+
+
+@shared_task(base=MemoryTask, bind=True, name=INTEGRITY)
+def integrity_check(self: MemoryTask, orchestrator_id: str,
+                    payload: dict[str, Any]) -> dict[str, Any]:
+    """``quick_check`` one database; a damaged one is quarantined and disabled (raises
+    MemoryCorrupt). Returns ``{"ok", "status": "ok", "seconds"}``."""
+
+    def body(odb: OrchestratorDB, key: str) -> dict[str, Any]:
+        started = time.monotonic()
+        problem = integrity_problem(odb)
+        if problem is not None:
+            folder = self.disable(orchestrator_id, problem)
+            raise MemoryCorrupt(f"memory.db of {orchestrator_id!r} failed its integrity "
+                                f"check: {problem}; moved to {folder}, memory disabled")
+        result = {"ok": True, "task": self.name, "orchestratorId": orchestrator_id,
+                  "status": "ok", "seconds": round(time.monotonic() - started, 3)}
+        odb.log.write("integrity_check", status="ok", seconds=result["seconds"])
+        return result
+
+    return self.guarded(orchestrator_id, payload, "integrity", body, track=False)
+
+
+@shared_task(base=MemoryTask, bind=True, name=GC)
+def gc(self: MemoryTask, orchestrator_id: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """Drop finished receipts older than the retention, optimize, checkpoint the WAL."""
+
+    def body(odb: OrchestratorDB, key: str) -> dict[str, Any]:
+        days = self.settings.beat.receipt_retention_days
+        cutoff = format_ts(utc_now() - timedelta(days=days))
+        with odb.write():
+            removed = (TaskReceiptRow.delete()
+                       .where(TaskReceiptRow.updated_at < cutoff,
+                              TaskReceiptRow.status.in_(list(FINAL_RECEIPTS))).execute())
+        odb.sql("PRAGMA optimize")
+        checkpoint = odb.sql("PRAGMA wal_checkpoint(TRUNCATE)")[0]
+        result = {"ok": True, "task": self.name, "orchestratorId": orchestrator_id,
+                  "receiptsRemoved": removed, "walCheckpoint": list(checkpoint)}
+        odb.log.write("gc", receiptsRemoved=removed, retentionDays=days)
+        return result
+
+    return self.guarded(orchestrator_id, payload, "gc", body, track=False)

@@ -99,6 +99,22 @@ def broker_url(settings: Settings) -> str:
     return str(state["url"])
 
 
+def wait_for_broker(settings: Settings, timeout_s: float) -> str:
+    """The broker URL, waiting up to ``timeout_s`` for an embedded one to come up.
+
+    For process managers (honcho, foreman) that start the broker and the workers at
+    the same time. Raises BrokerUnavailable after the timeout.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return broker_url(settings)
+        except BrokerUnavailable:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.25)
+
+
 @dataclass
 class EmbeddedRedis:
     """A redis-server child process owned by this process."""

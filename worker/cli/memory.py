@@ -10,7 +10,7 @@ import click
 from celery.exceptions import TimeoutError as CeleryTimeout
 
 from orchmem.config import OrchmemError, Settings
-from orchmem.models.database import Databases, OrchestratorDB
+from orchmem.models.database import Databases, OrchestratorDB, known_orchestrators
 from orchmem.models.recall import recall as recall_memories
 from orchmem.models.schema import Status
 from orchmem.models.store import list_memories
@@ -19,8 +19,10 @@ from orchmem.tasks.ingest import INGEST_SCAN
 from orchmem.tasks.writeback import WRITEBACK
 
 from ..app import create_app
+from ..broker import broker_url
 from ..client import MemoryClient
 from ..publish import publish
+from ..routing import all_queues, queue_for
 from .common import (
     STATUSES,
     TYPES,
@@ -135,16 +137,61 @@ def list_(cli: Cli, orchestrator_id: str, status: str, types: tuple[str, ...], l
          "\n".join(lines) if lines else "no memories")
 
 
+def queue_depths(settings: Settings) -> dict[str, int] | str:
+    """Messages waiting per shard queue, or why they cannot be read."""
+    import redis
+
+    try:
+        client = redis.Redis.from_url(broker_url(settings), socket_timeout=2,
+                                      socket_connect_timeout=2)
+        return {queue: int(client.llen(queue)) for queue in all_queues(settings)}
+    except (OrchmemError, redis.RedisError) as exc:
+        return f"unavailable ({exc})"
+
+
+def _overview(settings: Settings, as_json: bool) -> None:
+    databases = Databases(settings)
+    rows: dict[str, Any] = {}
+    for orchestrator_id in known_orchestrators(settings):
+        try:
+            odb = databases.open(orchestrator_id, create=False)
+            rows[orchestrator_id] = memory_stats(odb) if odb else {"status": "empty"}
+        except OrchmemError as exc:
+            rows[orchestrator_id] = {"status": exc.code, "message": str(exc)}
+    depths = queue_depths(settings)
+    lines = [f"{'orchestrator':<24} {'memories':>8} {'no vector':>9} {'dead':>5}  "
+             f"{'last bulletin':<27} last ingest"]
+    for orchestrator_id, row in rows.items():
+        if "memories" not in row:
+            lines.append(f"{orchestrator_id:<24} {row['status']}")
+            continue
+        lines.append(f"{orchestrator_id:<24} {row['memories']:>8} "
+                     f"{row['embeddingsMissing']:>9} {row['deadLetters']:>5}  "
+                     f"{row['lastBulletinAt'] or '-':<27} {row['lastIngestAt'] or '-'}")
+    lines.append("queues: " + (", ".join(f"{q} {n}" for q, n in depths.items())
+                               if isinstance(depths, dict) else depths))
+    emit({"orchestrators": rows, "queues": depths}, as_json, "\n".join(lines))
+
+
 @click.command()
-@orch_option
+@click.option("--orch", "orchestrator_id", metavar="ID",
+              help="One orchestrator in detail (default: an overview of all).")
 @json_option
 @pass_cli
-def stats(cli: Cli, orchestrator_id: str, as_json: bool) -> None:
-    """Counts per type and status, embeddings missing, edges, events, sizes."""
+def stats(cli: Cli, orchestrator_id: str | None, as_json: bool) -> None:
+    """Counts per type and status, embeddings missing, dead letters, queue depths,
+    last bulletin and last ingest."""
+    if orchestrator_id is None:
+        _overview(cli.settings, as_json)
+        return
     odb = open_existing(cli.settings, orchestrator_id, as_json)
     if odb is None:
         return
     data = memory_stats(odb)
+    depths = queue_depths(cli.settings)
+    shard_queue = queue_for(cli.settings, orchestrator_id)
+    data["queue"] = {"name": shard_queue, "depth": depths.get(shard_queue)
+                     if isinstance(depths, dict) else depths}
     lines = [f"orchestrator {orchestrator_id}: {data['memories']} memories "
              f"({', '.join(f'{k} {v}' for k, v in sorted(data['byStatus'].items())) or 'none'})"]
     for memory_type, counts in sorted(data["byType"].items()):
@@ -154,6 +201,8 @@ def stats(cli: Cli, orchestrator_id: str, as_json: bool) -> None:
                  f"{data['embeddingsMissing']}, dead letters {data['deadLetters']}")
     lines.append(f"  memory.db {data['dbBytes']} bytes, WAL {data['walBytes']} bytes, "
                  f"last change {data['lastEventAt'] or '-'}")
+    lines.append(f"  last bulletin {data['lastBulletinAt'] or '-'}, last ingest "
+                 f"{data['lastIngestAt'] or '-'}, queue {shard_queue}: {data['queue']['depth']}")
     emit(data, as_json, "\n".join(lines))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import signal
 import sys
@@ -17,10 +18,12 @@ from orchmem.models.embedding import get_embedder
 from orchmem.models.reembed import remaining
 from orchmem.tasks.maintenance import REEMBED
 
-from ..app import connect_worker_signals, create_app
-from ..broker import EmbeddedRedis
+from ..app import OrchmemCelery, connect_worker_signals, create_app
+from ..broker import EmbeddedRedis, wait_for_broker
+from ..metrics import start_metrics
 from ..publish import publish
 from ..routing import queue_name
+from ..schedule import beat_schedule
 from ..supervisor import Supervisor
 from .common import Cli, emit, json_option, pass_cli
 
@@ -58,16 +61,12 @@ def up(cli: Cli, shards: tuple[int, ...], no_beat: bool, flower: bool) -> None:
 @click.option("--port", type=click.IntRange(1, 65535), help="Port (default: a free one).")
 @pass_cli
 def broker(cli: Cli, port: int | None) -> None:
-    """Run only the embedded Redis broker (AOF on) in the foreground."""
+    """Run only the embedded Redis broker (AOF on) in the foreground.
+
+    With broker_url set there is nothing to embed: it says so and waits for a signal,
+    so one Procfile serves both set-ups.
+    """
     settings = cli.settings
-    if settings.broker_url:
-        raise click.ClickException(
-            f"broker_url is set ({settings.broker_url.split('@')[-1]}): nothing to embed")
-    try:
-        server = EmbeddedRedis.start(settings, port=port)
-    except OrchmemError as exc:
-        raise click.ClickException(str(exc)) from exc
-    click.echo(f"embedded Redis on 127.0.0.1:{server.port}, data in {server.directory}")
     stopping = False
 
     def on_signal(_signum: int, _frame: Any) -> None:
@@ -76,6 +75,17 @@ def broker(cli: Cli, port: int | None) -> None:
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
+    if settings.broker_url:
+        click.echo(f"broker_url is set ({settings.broker_url.split('@')[-1]}): "
+                   "nothing to embed; idle until stopped")
+        while not stopping:
+            time.sleep(0.5)
+        return
+    try:
+        server = EmbeddedRedis.start(settings, port=port)
+    except OrchmemError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"embedded Redis on 127.0.0.1:{server.port}, data in {server.directory}")
     try:
         while not stopping and server.process.poll() is None:
             time.sleep(0.5)
@@ -85,21 +95,40 @@ def broker(cli: Cli, port: int | None) -> None:
         raise click.ClickException(f"redis-server exited; see {server.directory / 'redis.log'}")
 
 
+WAIT_BROKER = click.option(
+    "--wait-broker", type=float, default=30.0, show_default=True, metavar="SECONDS",
+    help="With the embedded broker: wait this long for it to start (process managers "
+         "start everything at once).")
+
+
+def _app(cli: Cli, wait_broker: float) -> OrchmemCelery:
+    try:
+        return create_app(cli.settings, wait_for_broker(cli.settings, wait_broker))
+    except OrchmemError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
 @click.command()
 @click.option("--shard", "shards", type=int, multiple=True,
               help="Consume these shards' queues (repeatable). Default: all.")
 @click.option("--loglevel", default=None, help="Celery log level (default: settings.log_level).")
 @click.option("--logfile", type=click.Path(dir_okay=False), help="Write the log here.")
+@click.option("--metrics-port", type=click.IntRange(0, 65535), default=None,
+              help="Serve Prometheus metrics on this port (default: worker.metrics_port; "
+                   "0 = off).")
+@WAIT_BROKER
 @pass_cli
-def worker(cli: Cli, shards: tuple[int, ...], loglevel: str | None, logfile: str | None) -> None:
+def worker(cli: Cli, shards: tuple[int, ...], loglevel: str | None, logfile: str | None,
+           metrics_port: int | None, wait_broker: float) -> None:
     """Run one Celery worker (concurrency 1) for the given shards."""
     settings = cli.settings
     chosen = _shards(cli, shards)
-    try:
-        app = create_app(settings)
-    except OrchmemError as exc:
-        raise click.ClickException(str(exc)) from exc
+    app = _app(cli, wait_broker)
     connect_worker_signals(app)
+    port = settings.worker.metrics_port if metrics_port is None else metrics_port
+    if port:
+        start_metrics(settings, app, f"worker-{'-'.join(map(str, chosen))}", port,
+                      [queue_name(settings, s) for s in chosen])
     argv = [
         "worker",
         "--queues", ",".join(queue_name(settings, s) for s in chosen),
@@ -117,21 +146,53 @@ def worker(cli: Cli, shards: tuple[int, ...], loglevel: str | None, logfile: str
 
 @click.command()
 @click.option("--loglevel", default=None, help="Log level (default: settings.log_level).")
+@WAIT_BROKER
 @pass_cli
-def beat(cli: Cli, loglevel: str | None) -> None:
-    """Run the beat scheduler (re-embedding, ingest scans, integrity checks, gc)."""
-    from ..schedule import beat_schedule
-
+def beat(cli: Cli, loglevel: str | None, wait_broker: float) -> None:
+    """Run the beat scheduler (re-embedding, ingest scans, integrity checks, gc,
+    bulletin refresh), at the intervals of the [beat] settings."""
     settings = cli.settings
-    try:
-        app = create_app(settings)
-    except OrchmemError as exc:
-        raise click.ClickException(str(exc)) from exc
+    app = _app(cli, wait_broker)
     app.conf.beat_schedule = beat_schedule(settings)
     schedule_dir = settings.root / "beat"
     schedule_dir.mkdir(parents=True, exist_ok=True)
     app.Beat(schedule=str(schedule_dir / "schedule"), loglevel=loglevel or settings.log_level,
              max_interval=5).run()
+
+
+@click.command()
+@click.option("--address", help="Bind address (default: flower.address).")
+@click.option("--port", type=click.IntRange(1, 65535), help="Port (default: flower.port).")
+@WAIT_BROKER
+@pass_cli
+def flower(cli: Cli, address: str | None, port: int | None, wait_broker: float) -> None:
+    """Run Flower (task monitoring) against the same broker.
+
+    Basic auth comes from flower.basic_auth ("user:password"); without it, Flower only
+    starts bound to a loopback address.
+    """
+    settings = cli.settings
+    bind = address or settings.flower.address
+    auth = settings.flower.basic_auth
+    if not auth and not is_loopback(bind):
+        raise click.ClickException(
+            f"refusing to start Flower on {bind} without authentication: set "
+            "flower.basic_auth (ORCHMEM_FLOWER__BASIC_AUTH=user:password) or bind to 127.0.0.1")
+    app = _app(cli, wait_broker)
+    if auth:
+        # Through the environment, not argv: a password on a command line shows in `ps`.
+        os.environ["FLOWER_BASIC_AUTH"] = auth
+    app.start(["flower", f"--address={bind}", f"--port={port or settings.flower.port}",
+               "--purge_offline_workers=60"])
+
+
+def is_loopback(address: str) -> bool:
+    if address == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
 
 
 @click.command()
@@ -242,4 +303,4 @@ def demo(cli: Cli, demo_root: str, fresh: bool) -> None:
     raise SystemExit(run_demo(settings, echo=click.echo))
 
 
-COMMANDS = [up, broker, worker, beat, check, reembed, demo]
+COMMANDS = [up, broker, worker, beat, flower, check, reembed, demo]
