@@ -154,6 +154,9 @@ class WorkerSettings(_Section):
     cancel_long_running_tasks_on_connection_loss: bool = True
     #: A task delivered this many times without finishing is dead-lettered.
     max_deliveries: int = Field(3, ge=1, le=100)
+    #: An edit naming a memory that does not exist yet waits this long for it (its
+    #: write-back may still be in flight, e.g. redelivered after a crash), then fails.
+    edit_wait_s: int = Field(120, ge=0, le=86_400)
     pool: Literal["prefork", "solo"] = "prefork"
     max_tasks_per_child: int = Field(0, ge=0, le=1_000_000)
     #: How long ``orchmem write`` and ``--wait`` flags wait for a result.
@@ -171,6 +174,9 @@ class BeatSettings(_Section):
     gc_interval_s: int = Field(24 * 3600, ge=60)
     bulletin_refresh_interval_s: int = Field(300, ge=10)
     outbox_reconcile_interval_s: int = Field(30, ge=5)
+    #: The reconciler re-publishes an outbox entry with no receipt this long after its
+    #: last publish (keep it above the time a queue normally takes to drain).
+    outbox_republish_after_s: int = Field(60, ge=1)
     receipt_retention_days: int = Field(30, ge=1)
 
 

@@ -57,6 +57,9 @@ Actor = Literal["user", "system", "extractor"]
 class _Edit(_Model):
     idempotency_key: IdempotencyKey | None = None
     actor: Actor = "user"
+    #: How long to wait for a memory this edit names that does not exist yet (its
+    #: write-back may still be in flight); default ``worker.edit_wait_s``, 0 = fail at once.
+    wait_for_memory_s: Annotated[int, Field(ge=0, le=86_400, strict=True)] | None = None
 
 
 class Supersede(_Edit):

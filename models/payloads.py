@@ -128,11 +128,19 @@ class WritebackRequest(_Model):
     """
 
     idempotency_key: IdempotencyKey | None = None
+    #: When the orchestrator published it (set by the publisher): the time a memory was
+    #: said, unless it carries its own. Updates compare these, not arrival order.
+    requested_at: datetime | None = None
     memories: list[MemoryInput] = Field(default_factory=list)
     edges: list[EdgeInput] = Field(default_factory=list)
     channel_transcript: ChannelTranscript | None = None
     workflow_output: WorkflowOutput | None = None
     diagnostics: Diagnostics | None = None
+
+    @field_validator("requested_at", mode="before")
+    @classmethod
+    def _requested_at(cls, value: Any) -> Any:
+        return None if value is None else _check_timestamp(value)
 
     @model_validator(mode="after")
     def _not_empty(self) -> WritebackRequest:

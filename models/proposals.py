@@ -16,6 +16,7 @@ never stored half-valid; explicit memories were validated with the request.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from orchmem.config import MemoryValidationError
@@ -55,23 +56,30 @@ class Proposals:
 def build(request: WritebackRequest, extractor: Extractor, workspace: Workspace,
           max_content_chars: int) -> Proposals:
     """Every proposed memory of ``request``, explicit ones first, without vectors yet."""
-    out = Proposals(items=[Proposed.explicit(m) for m in request.memories])
+    said = request.requested_at
+    out = Proposals(items=[Proposed.explicit(
+        m if m.created_at or said is None else m.model_copy(update={"created_at": said}))
+        for m in request.memories])
     if request.channel_transcript is not None:
         _from_transcript(out, request.channel_transcript, extractor, workspace,
-                         max_content_chars)
+                         max_content_chars, said)
     if request.workflow_output is not None:
-        _from_workflow(out, request.workflow_output, extractor, workspace, max_content_chars)
+        _from_workflow(out, request.workflow_output, extractor, workspace, max_content_chars,
+                       said)
     if request.diagnostics is not None:
-        _from_diagnostics(out, request.diagnostics, workspace, max_content_chars)
+        _from_diagnostics(out, request.diagnostics, workspace, max_content_chars, said)
     return out
 
 
 def _add(out: Proposals, candidate: Candidate, source: dict[str, Any], workspace: Workspace,
-         max_content_chars: int, where: str, strict: bool = False) -> None:
+         max_content_chars: int, where: str, strict: bool = False,
+         said: datetime | None = None) -> None:
     """Validate and append; an invalid extracted candidate is skipped, a given one fails."""
-    data = {"type": candidate.type.value, "content": candidate.content,
+    data: dict[str, Any] = {"type": candidate.type.value, "content": candidate.content,
             "importance": candidate.importance, "confidence": candidate.confidence,
             "source": source}
+    if said is not None:
+        data["createdAt"] = said
     try:
         memory = validate(MemoryInput, data, workspace=workspace,
                           max_content_chars=max_content_chars, where=where)
@@ -84,21 +92,27 @@ def _add(out: Proposals, candidate: Candidate, source: dict[str, Any], workspace
 
 
 def _from_transcript(out: Proposals, transcript: ChannelTranscript, extractor: Extractor,
-                     workspace: Workspace, max_content_chars: int) -> None:
+                     workspace: Workspace, max_content_chars: int,
+                     said: datetime | None) -> None:
     source = {"sourceType": "channel_transcript", "capturedBy": "extractor",
               "conversationId": transcript.conversation_id}
-    messages = [Message(role=m.role, text=m.text) for m in transcript.messages]
-    for candidate in extractor(messages, "transcript"):
-        _add(out, candidate, source, workspace, max_content_chars, "channelTranscript")
+    for message in transcript.messages:
+        # One message at a time, so each memory carries the time its message was sent.
+        for candidate in extractor([Message(role=message.role, text=message.text)],
+                                   "transcript"):
+            _add(out, candidate, source, workspace, max_content_chars, "channelTranscript",
+                 said=message.at or said)
 
 
 def _from_workflow(out: Proposals, output: WorkflowOutput, extractor: Extractor,
-                   workspace: Workspace, max_content_chars: int) -> None:
+                   workspace: Workspace, max_content_chars: int,
+                   said: datetime | None) -> None:
     source = {"sourceType": "workflow_output", "capturedBy": "extractor",
               "workflowRunId": output.workflow_run_id, "stepId": output.step_id}
     if isinstance(output.output, str):
         for candidate in extractor([Message(role="tool", text=output.output)], "document"):
-            _add(out, candidate, source, workspace, max_content_chars, "workflowOutput")
+            _add(out, candidate, source, workspace, max_content_chars, "workflowOutput",
+                 said=said)
         return
     for key, value in output.output.items():
         memory_type = WORKFLOW_KEYS.get(key.lower().replace("-", "_"))
@@ -108,7 +122,7 @@ def _from_workflow(out: Proposals, output: WorkflowOutput, extractor: Extractor,
         for index, item in enumerate(value if isinstance(value, list) else [value]):
             where = f"workflowOutput.output.{key}.{index}"
             _add(out, _workflow_item(memory_type, item, where), source, workspace,
-                 max_content_chars, where, strict=True)
+                 max_content_chars, where, strict=True, said=said)
 
 
 def _workflow_item(memory_type: MemoryType, item: Any, where: str) -> Candidate:
@@ -135,7 +149,7 @@ def _workflow_item(memory_type: MemoryType, item: Any, where: str) -> Candidate:
 
 
 def _from_diagnostics(out: Proposals, diagnostics: Diagnostics, workspace: Workspace,
-                      max_content_chars: int) -> None:
+                      max_content_chars: int, said: datetime | None) -> None:
     source: dict[str, Any] = {"sourceType": "diagnostics", "capturedBy": "system"}
     if diagnostics.run_id:
         source["workflowRunId"] = diagnostics.run_id
@@ -145,4 +159,4 @@ def _from_diagnostics(out: Proposals, diagnostics: Diagnostics, workspace: Works
                               content=f"[{finding.severity}]{where}: {finding.text}",
                               importance=SEVERITY_IMPORTANCE[finding.severity], confidence=0.9)
         _add(out, candidate, source, workspace, max_content_chars,
-             f"diagnostics.findings.{index}")
+             f"diagnostics.findings.{index}", said=said)

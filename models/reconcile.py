@@ -35,7 +35,16 @@ from orchmem.config.settings import WritebackSettings
 
 from .database import OrchestratorDB
 from .extraction import Candidate, subject_of
-from .schema import CapturedBy, EdgeInput, EdgeType, MemoryInput, Status, content_fingerprint
+from .schema import (
+    CapturedBy,
+    EdgeInput,
+    EdgeType,
+    MemoryInput,
+    Status,
+    content_fingerprint,
+    format_ts,
+    utc_now,
+)
 from .store import add_event, insert_edge, insert_memory, reinforce, set_status
 from .tables import MemoryRow
 from .vectors import VectorIndex, dot
@@ -72,8 +81,10 @@ class Proposed:
 class Outcome:
     memory_id: str
     action: str  # created | reinforced
+    #: memoryIds that became superseded (the new one itself, if it was the older claim).
     superseded: list[str] = field(default_factory=list)
-    contradicted: list[str] = field(default_factory=list)
+    #: (newer, older) pairs now joined by a Contradicts edge.
+    contradicted: list[tuple[str, str]] = field(default_factory=list)
 
 
 _WORD = re.compile(r"\w+")
@@ -231,19 +242,35 @@ class Reconciler:
 
     # -- decisions --------------------------------------------------------------
 
-    def _link(self, outcome: Outcome, proposed: Proposed, older: MemoryRow) -> None:
+    def _link(self, outcome: Outcome, proposed: Proposed, stored: MemoryRow) -> None:
+        """Apply the policy between the new memory and a stored one on the same subject.
+
+        "Newer" is decided by when each was said (``createdAt``), not by arrival order:
+        a write-back redelivered late must not let an old statement win.
+        """
         new_id = outcome.memory_id
-        if proposed.stated and proposed.memory.confidence >= older.confidence:
-            set_status(older, Status.SUPERSEDED, reason="restated by the user",
-                       actor="extractor", key=self.key, by=new_id)
+        said_at = format_ts(proposed.memory.created_at or utc_now())
+        if said_at >= stored.created_at:
+            newer_id, older_id = new_id, stored.memory_id
+            stated, confidence = proposed.stated, proposed.memory.confidence
+            older_confidence = stored.confidence
+        else:
+            newer_id, older_id = stored.memory_id, new_id
+            stated, confidence = bool(stored.stated), stored.confidence
+            older_confidence = proposed.memory.confidence
+        if stated and confidence >= older_confidence:
+            older_row = stored if older_id == stored.memory_id else \
+                MemoryRow.get(MemoryRow.memory_id == new_id)
+            set_status(older_row, Status.SUPERSEDED, reason="restated by the user",
+                       actor="extractor", key=self.key, by=newer_id)
             edge_type, reason = EdgeType.UPDATES, f"restates {proposed.subject}"
-            outcome.superseded.append(older.memory_id)
+            outcome.superseded.append(older_id)
         else:
             edge_type, reason = EdgeType.CONTRADICTS, f"conflicts on {proposed.subject}"
-            outcome.contradicted.append(older.memory_id)
-            add_event("contradict", [new_id, older.memory_id],
+            outcome.contradicted.append((newer_id, older_id))
+            add_event("contradict", [newer_id, older_id],
                       after={"subject": proposed.subject}, reason=reason, actor="extractor",
                       key=self.key)
-        insert_edge(self.odb, EdgeInput(from_memory_id=new_id, to_memory_id=older.memory_id,
+        insert_edge(self.odb, EdgeInput(from_memory_id=newer_id, to_memory_id=older_id,
                                         edge_type=edge_type, weight=1.0, reason=reason),
-                    from_id=new_id, to_id=older.memory_id, key=self.key, actor="extractor")
+                    from_id=newer_id, to_id=older_id, key=self.key, actor="extractor")

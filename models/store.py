@@ -351,6 +351,27 @@ def edges_touching(memory_ids: Sequence[str]) -> list[MemoryEdgeRow]:
                 .order_by(MemoryEdgeRow.edge_id))
 
 
+def dead_letters(odb: OrchestratorDB) -> list[dict[str, Any]]:
+    """Tasks parked after ``max_deliveries`` crashed deliveries, oldest first."""
+    with odb.read():
+        return [{"key": r.key, "task": r.task, "deliveries": r.deliveries, "error": r.error,
+                 "at": r.at, "payload": json.loads(r.payload)}
+                for r in DeadLetterRow.select().order_by(DeadLetterRow.at)]
+
+
+def release_dead_letter(key: str) -> dict[str, Any] | None:
+    """Take a dead letter out (inside a write transaction): its row and its receipt go,
+    so the task can run again. Returns its ``{"task", "payload"}``, or None."""
+    row = DeadLetterRow.get_or_none(DeadLetterRow.key == key)
+    if row is None:
+        return None
+    row.delete_instance()
+    TaskReceiptRow.delete().where(TaskReceiptRow.key == key).execute()
+    add_event("dead_letter_retry", [], after={"key": key, "task": row.task}, actor="user",
+              key=key)
+    return {"task": row.task, "payload": json.loads(row.payload)}
+
+
 def stats(odb: OrchestratorDB) -> dict[str, Any]:
     """Counts per type and status, embeddings missing, edges, events, receipts, sizes."""
     with odb.read():

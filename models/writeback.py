@@ -81,7 +81,7 @@ def write_memories(
             else:
                 reinforced.append(outcome.memory_id)
             superseded += outcome.superseded
-            contradicted += [[outcome.memory_id, old] for old in outcome.contradicted]
+            contradicted += [list(pair) for pair in outcome.contradicted]
             if proposed.memory.key:
                 local[proposed.memory.key] = outcome.memory_id
         embedded = store_embeddings(new_vectors, embedder) if new_vectors and embedder else 0

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from celery import Task
+from celery.exceptions import Retry
 
 from orchmem.config import (
     MemoryCorrupt,
@@ -168,6 +169,12 @@ class MemoryTask(Task):
                 raise
             outcome = "ok"
             return result
+        except Retry:
+            # A deliberate retry (e.g. an edit waiting for its memory): not a crash.
+            outcome = "retry"
+            if odb is not None:
+                release_delivery(odb, key)
+            raise
         except StorageError as exc:
             # Transient (locked, disk full, read-only): not a crash, so the delivery is
             # not counted toward dead-lettering; retried with backoff.

@@ -6,6 +6,7 @@ from typing import Any
 
 from celery import shared_task
 
+from orchmem.config import MemoryNotFound
 from orchmem.models.database import OrchestratorDB
 from orchmem.models.edits import EDIT_ADAPTER, apply_edit
 from orchmem.models.schema import validate_with
@@ -13,6 +14,7 @@ from orchmem.models.schema import validate_with
 from .base import MemoryTask
 
 EDIT = "orchmem.edit"
+RETRY_EVERY_S = 2
 
 
 @shared_task(base=MemoryTask, bind=True, name=EDIT)
@@ -25,6 +27,18 @@ def edit(self: MemoryTask, orchestrator_id: str, payload: dict[str, Any]) -> dic
     def body(odb: OrchestratorDB, key: str) -> dict[str, Any]:
         change = validate_with(EDIT_ADAPTER, payload, workspace=odb.workspace,
                                name="edit")
-        return apply_edit(odb, change, key=key, task=self.name)
+        try:
+            return apply_edit(odb, change, key=key, task=self.name)
+        except MemoryNotFound as exc:
+            # Its write-back may still be in flight (redelivered after a crash, say):
+            # wait for it rather than apply effects out of order.
+            limit = change.wait_for_memory_s
+            if limit is None:
+                limit = self.settings.worker.edit_wait_s
+            if self.request.retries * RETRY_EVERY_S < limit:
+                odb.log.write("edit_waiting", key=key, reason=str(exc)[:300],
+                              attempt=self.request.retries + 1)
+                raise self.retry(countdown=RETRY_EVERY_S, max_retries=None) from exc
+            raise
 
     return self.guarded(orchestrator_id, payload, "edit", body)

@@ -10,7 +10,9 @@ the same queue, behind any write already waiting. Jobs:
   orchestrator's memory disabled, the others go on;
 - ``gc``: finished receipts past ``beat.receipt_retention_days``, ``PRAGMA optimize``,
   a WAL checkpoint (Celery results in Redis expire by themselves, ``result_ttl_s``);
-- ``bulletin``: a fresh bulletin where memory changed since the last snapshot.
+- ``bulletin``: a fresh bulletin where memory changed since the last snapshot;
+- ``outbox``: prune outbox entries whose receipt exists, re-publish the others once
+  they are older than ``beat.outbox_republish_after_s`` (models/outbox.py).
 """
 
 from __future__ import annotations
@@ -23,12 +25,13 @@ from typing import Any
 
 from celery import shared_task
 
-from orchmem.config import MemoryCorrupt, MemoryValidationError, OrchmemError
+from orchmem.config import MemoryCorrupt, MemoryNotFound, MemoryValidationError, OrchmemError
 from orchmem.models.database import OrchestratorDB, integrity_problem, known_orchestrators
 from orchmem.models.embedding import get_embedder
+from orchmem.models.outbox import Outbox
 from orchmem.models.reembed import reembed_batch, remaining
 from orchmem.models.schema import format_ts, utc_now
-from orchmem.models.store import FINAL_RECEIPTS
+from orchmem.models.store import FINAL_RECEIPTS, release_dead_letter
 from orchmem.models.tables import META_EVENT_WATERMARK, TaskReceiptRow
 
 from .base import MemoryTask, complete
@@ -97,7 +100,9 @@ def reembed(self: MemoryTask, orchestrator_id: str, payload: dict[str, Any]) -> 
 FANOUT = "orchmem.fanout"
 INTEGRITY = "orchmem.integrity_check"
 GC = "orchmem.gc"
-JOBS = ("reembed", "ingest", "integrity", "gc", "bulletin")
+OUTBOX = "orchmem.outbox_reconcile"
+DEADLETTER_RETRY = "orchmem.deadletter_retry"
+JOBS = ("reembed", "ingest", "integrity", "gc", "bulletin", "outbox")
 
 
 def _queue_of(task: MemoryTask, kwargs: dict[str, Any]) -> str:
@@ -115,6 +120,8 @@ def _due(task: MemoryTask, job: str, orchestrator_id: str) -> bool:
             entry.is_file() for entry in workspace.ingest_dir.iterdir())
     if job in ("integrity", "gc"):
         return workspace.db_path.exists()
+    if job == "outbox":
+        return workspace.outbox_path.exists()
     odb = task.databases.open(orchestrator_id, create=False)
     if odb is None:
         return False
@@ -134,7 +141,7 @@ def fanout(self: MemoryTask, shard: int, job: str) -> dict[str, Any]:
     if job not in JOBS:
         raise MemoryValidationError(f"job must be one of {', '.join(JOBS)}, got {job!r}")
     names = {"reembed": REEMBED, "ingest": INGEST_SCAN, "integrity": INTEGRITY, "gc": GC,
-             "bulletin": BULLETIN}
+             "bulletin": BULLETIN, "outbox": OUTBOX}
     mine = _queue_of(self, {"shard": shard})
     stamp = format_ts(utc_now())
     published, skipped = [], {}
@@ -198,3 +205,65 @@ def gc(self: MemoryTask, orchestrator_id: str, payload: dict[str, Any]) -> dict[
         return result
 
     return self.guarded(orchestrator_id, payload, "gc", body, track=False)
+
+
+@shared_task(base=MemoryTask, bind=True, name=OUTBOX)
+def outbox_reconcile(self: MemoryTask, orchestrator_id: str,
+                     payload: dict[str, Any]) -> dict[str, Any]:
+    """Prune outbox entries that have a final receipt; re-publish the overdue others.
+
+    Returns ``{"pruned", "republished", "pending"}`` (counts).
+    """
+
+    def body(odb: OrchestratorDB, key: str) -> dict[str, Any]:
+        outbox = Outbox(odb.workspace.outbox_path, self.settings.worker.busy_timeout_ms)
+        try:
+            entries = outbox.entries()
+            keys = [e.key for e in entries]
+            final = {row[0] for row in odb.sql(
+                f"SELECT key FROM task_receipts WHERE key IN ({','.join('?' * len(keys))}) "
+                f"AND status IN ({','.join('?' * len(FINAL_RECEIPTS))})",
+                (*keys, *FINAL_RECEIPTS))} if keys else set()
+            outbox.remove(sorted(final))
+            republished = 0
+            for entry in outbox.due(self.settings.beat.outbox_republish_after_s):
+                self.app.send_task(entry.task, kwargs={"orchestrator_id": orchestrator_id,
+                                                       "payload": entry.payload})
+                outbox.mark_published(entry.key)
+                republished += 1
+            pending = len(entries) - len(final)
+        finally:
+            outbox.close()
+        result = {"ok": True, "task": self.name, "orchestratorId": orchestrator_id,
+                  "pruned": len(final), "republished": republished, "pending": pending}
+        if final or republished:
+            odb.log.write("outbox_reconcile", pruned=len(final), republished=republished,
+                          pending=pending)
+        return result
+
+    return self.guarded(orchestrator_id, payload, "outbox", body, track=False)
+
+
+@shared_task(base=MemoryTask, bind=True, name=DEADLETTER_RETRY)
+def deadletter_retry(self: MemoryTask, orchestrator_id: str,
+                     payload: dict[str, Any]) -> dict[str, Any]:
+    """Give a dead-lettered task (``payload["key"]``) another chance: release it and
+    publish it again with its original payload. Raises MemoryNotFound if there is none."""
+
+    def body(odb: OrchestratorDB, key: str) -> dict[str, Any]:
+        target = payload.get("key")
+        if not isinstance(target, str):
+            raise MemoryValidationError("key: the dead letter's idempotency key is required",
+                                        [{"path": "key", "message": "required"}])
+        with odb.write():
+            released = release_dead_letter(target)
+        if released is None:
+            raise MemoryNotFound(f"no dead letter with key {target!r} for {orchestrator_id!r}")
+        original = released["payload"]
+        sent = self.app.send_task(released["task"], kwargs={
+            "orchestrator_id": orchestrator_id, "payload": original["payload"]})
+        odb.log.write("dead_letter_retry", key=target, task=released["task"], taskId=sent.id)
+        return {"ok": True, "task": self.name, "orchestratorId": orchestrator_id,
+                "retried": target, "retryTaskId": sent.id}
+
+    return self.guarded(orchestrator_id, payload, "dlretry", body, track=False)

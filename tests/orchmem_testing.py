@@ -165,6 +165,23 @@ class WorkerProcess:
         except OSError:
             return ""
 
+    def pool_children(self) -> list[int]:
+        """PIDs of the worker's pool processes (children of its main process)."""
+        if self.process is None:
+            return []
+        children = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                status = (entry / "status").read_text()
+            except OSError:
+                continue
+            for line in status.splitlines():
+                if line.startswith("PPid:") and int(line.split()[1]) == self.process.pid:
+                    children.append(int(entry.name))
+        return children
+
     def kill(self) -> None:
         """SIGKILL the whole worker (parent and pool children)."""
         if self.process and self.process.poll() is None:
@@ -178,6 +195,23 @@ class WorkerProcess:
                 self.process.wait(timeout)
             except subprocess.TimeoutExpired:
                 self.kill()
+
+
+def receipt(db_path: Path, key: str) -> tuple[str, int] | None:
+    """(status, deliveries) of an idempotency key, read with a plain sqlite3 connection."""
+    import sqlite3
+
+    if not db_path.exists():
+        return None
+    conn = sqlite3.connect(db_path, timeout=10)
+    try:
+        row = conn.execute("SELECT status, deliveries FROM task_receipts WHERE key = ?",
+                           (key,)).fetchone()
+        return (str(row[0]), int(row[1])) if row else None
+    except sqlite3.OperationalError:
+        return None
+    finally:
+        conn.close()
 
 
 def wait_until(predicate: Any, timeout: float = 30.0, interval: float = 0.05,

@@ -17,6 +17,7 @@ from kombu import Queue
 from orchmem.config import Settings
 from orchmem.models.database import Databases
 from orchmem.models.embedding import get_embedder
+from orchmem.tasks.maintenance import FANOUT
 
 from .broker import broker_url as resolve_broker_url
 from .routing import ShardRouter, all_queues, queue_name
@@ -115,8 +116,22 @@ def create_app(settings: Settings, broker: str | None = None, *,
     return app
 
 
-def connect_worker_signals(app: OrchmemCelery) -> None:
-    """Hooks of a worker process: called by ``orchmem worker``, never by clients."""
+def connect_worker_signals(app: OrchmemCelery, shards: list[int] | None = None) -> None:
+    """Hooks of a worker process: called by ``orchmem worker``, never by clients.
+
+    At start the worker asks for an outbox reconciliation of its shards, so requests
+    recorded while it (or the broker) was down are published without waiting for beat.
+    """
+
+    def reconcile_on_start(**_: Any) -> None:
+        for shard in shards or []:
+            try:
+                app.send_task(FANOUT, kwargs={"shard": shard, "job": "outbox"})
+            except Exception as exc:  # the broker may be gone again: beat will do it
+                logger.warning("outbox reconciliation at start not published: %s", exc)
+
+    signals.worker_ready.connect(reconcile_on_start, weak=False,
+                                 dispatch_uid="orchmem-outbox-on-start")
 
     def warm_up_child(**_: Any) -> None:
         # Load the embedding model before the child takes its first task, so that no

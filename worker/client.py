@@ -39,6 +39,7 @@ from orchmem.config import (
 from orchmem.models.bulletin import Bulletin
 from orchmem.models.database import Databases
 from orchmem.models.memlog import MemoryLog
+from orchmem.models.outbox import Outbox
 from orchmem.models.recall import RecallBundle, check_scope, recall
 from orchmem.models.schema import MemoryNode, format_ts, utc_now
 from orchmem.models.store import FINAL_RECEIPTS, row_to_node
@@ -56,11 +57,15 @@ logger = logging.getLogger(__name__)
 Purpose = Literal["selector", "step", "diagnostics"]
 #: After a failed publish, how long the client stops trying the broker.
 BROKER_BACKOFF_S = 5.0
+#: Requests recorded in the outbox before they are published (writes, edits, ingest).
+DURABLE_KINDS = frozenset({"wb", "edit", "ingest"})
 
 
 @dataclass
 class WriteHandle:
-    """A published write. ``ok`` is False when it could not be published (see ``error``)."""
+    """A published write. ``ok`` is False when it could not be published now (see
+    ``error``); ``outboxed`` then says it is recorded in the outbox and will be
+    published by the reconciler when the broker is back (nothing is lost)."""
 
     orchestrator_id: str
     key: str
@@ -68,6 +73,7 @@ class WriteHandle:
     ok: bool
     error: str | None = None
     _client: MemoryClient | None = field(default=None, repr=False)
+    outboxed: bool = False
 
     def done(self) -> bool:
         """True once the worker committed (or refused) it: read from SQLite, the truth."""
@@ -123,6 +129,8 @@ class MemoryClient:
         self._shared_app = app
         self._broker_down_until = 0.0
         self._redis: redis.Redis | None = None
+        self.outbox = Outbox(self.databases.workspace(orchestrator_id).outbox_path,
+                             self.settings.worker.busy_timeout_ms)
         self._pending: dict[str, WriteHandle] = {}
         self._lock = threading.Lock()
 
@@ -150,6 +158,7 @@ class MemoryClient:
         return message
 
     def _publish(self, task: str, kind: str, payload: dict[str, Any]) -> WriteHandle:
+        """Record (durable kinds) and publish; never raises."""
         if not self.memory.enabled:
             return WriteHandle(self.orchestrator_id, "", None, False,
                                "memory is disabled (memory.enabled = false)")
@@ -158,10 +167,18 @@ class MemoryClient:
         except OrchmemError as exc:
             return WriteHandle(self.orchestrator_id, "", None, False,
                                self._warn(f"{task} refused", exc))
+        durable = kind in DURABLE_KINDS
+        if durable:
+            try:
+                self.outbox.record(key, task, prepared)
+            except OrchmemError as exc:
+                return WriteHandle(self.orchestrator_id, key, None, False,
+                                   self._warn(f"{task} not recorded", exc))
         if time.monotonic() < self._broker_down_until:
             return WriteHandle(self.orchestrator_id, key, None, False,
                                f"{task} not published: the broker was unreachable moments "
-                               "ago; retrying shortly", self)
+                               "ago" + ("; kept in the outbox" if durable else ""), self,
+                               outboxed=durable)
         try:
             self._ping_broker()
             result = send(self.app, task, self.orchestrator_id, key, prepared)
@@ -170,12 +187,39 @@ class MemoryClient:
             # build a fresh app next time: Celery's result consumer does not recover.
             self._broker_down_until = time.monotonic() + BROKER_BACKOFF_S
             self._app = None if self._shared_app is None else self._shared_app
+            kept = "; kept in the outbox" if durable else ""
             return WriteHandle(self.orchestrator_id, key, None, False,
-                               self._warn(f"{task} not published", exc), self)
+                               self._warn(f"{task} not published{kept}", exc), self,
+                               outboxed=durable)
+        if durable:
+            self._published(key)
+            self._catch_up(skip=key)
         handle = WriteHandle(self.orchestrator_id, key, result.id, True, None, self)
         with self._lock:
             self._pending[key] = handle
         return handle
+
+    def _published(self, key: str) -> None:
+        try:
+            self.outbox.mark_published(key)
+        except OrchmemError as exc:  # the reconciler will find the receipt anyway
+            self._warn("outbox not updated", exc)
+
+    def _catch_up(self, skip: str) -> None:
+        """The broker answers again: publish what the outbox kept while it did not."""
+        try:
+            backlog = [e for e in self.outbox.never_published() if e.key != skip]
+        except OrchmemError as exc:
+            self._warn("outbox not read", exc)
+            return
+        for entry in backlog:
+            try:
+                send(self.app, entry.task, self.orchestrator_id, entry.key, entry.payload)
+            except OrchmemError:
+                return  # still flaky: the reconciler takes over
+            self._published(entry.key)
+        if backlog:
+            self._log("outbox_caught_up", published=len(backlog))
 
     def _ping_broker(self) -> None:
         """Fail fast (1 s) on a dead broker, before Celery starts its own retries."""

@@ -19,6 +19,7 @@ from redis.exceptions import RedisError
 
 from orchmem.config import BrokerUnavailable, check_orchestrator_id
 from orchmem.models.payloads import key_of
+from orchmem.models.schema import format_ts, utc_now
 
 from .app import OrchmemCelery
 
@@ -43,10 +44,14 @@ def short_repr(payload: dict[str, Any]) -> str:
 
 
 def prepare(orchestrator_id: str, kind: str, payload: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """Validate the orchestratorId, fix the key; returns ``(key, payload with key)``."""
+    """Validate the orchestratorId, fix the key (and, for a write-back, the time it was
+    requested); returns ``(key, payload with them)``."""
     check_orchestrator_id(orchestrator_id)
     key = key_of(orchestrator_id, kind, payload)
-    return key, {**payload, "idempotencyKey": key}
+    prepared = {**payload, "idempotencyKey": key}
+    if kind == "wb" and "requestedAt" not in payload:
+        prepared["requestedAt"] = format_ts(utc_now())
+    return key, prepared
 
 
 def send(app: OrchmemCelery, task_name: str, orchestrator_id: str, key: str,

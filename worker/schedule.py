@@ -23,6 +23,7 @@ def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
         "integrity": beat.integrity_check_interval_s,
         "gc": beat.gc_interval_s,
         "bulletin": beat.bulletin_refresh_interval_s,
+        "outbox": beat.outbox_reconcile_interval_s,
     }
     schedule = {}
     for job, every in intervals.items():

@@ -74,7 +74,8 @@ def test_beat_schedule_has_every_job_per_shard_at_its_interval(shards: int) -> N
         "integrity_check_interval_s": 444, "bulletin_refresh_interval_s": 55})
     schedule = beat_schedule(settings)
     assert len(schedule) == len(JOBS) * shards
-    expected = {"reembed": 111, "ingest": 22, "gc": 3333, "integrity": 444, "bulletin": 55}
+    expected = {"reembed": 111, "ingest": 22, "gc": 3333, "integrity": 444, "bulletin": 55,
+                "outbox": 30}
     for shard in range(shards):
         for job, every in expected.items():
             entry = schedule[f"{job}-shard{shard}"]

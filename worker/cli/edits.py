@@ -24,6 +24,8 @@ def _run_edit(cli: Cli, orchestrator_id: str, payload: dict[str, Any], as_json: 
               idempotency_key: str | None) -> dict[str, Any]:
     if idempotency_key:
         payload["idempotencyKey"] = idempotency_key
+    # An operator names memories that exist: a wrong id should fail now, not in a minute.
+    payload["waitForMemoryS"] = 0
     try:
         app = create_app(cli.settings)
         _, result = publish(app, EDIT, orchestrator_id, "edit", payload)

@@ -16,7 +16,8 @@ from orchmem.config import OrchmemError
 from orchmem.models.database import Databases, known_orchestrators
 from orchmem.models.embedding import get_embedder
 from orchmem.models.reembed import remaining
-from orchmem.tasks.maintenance import REEMBED
+from orchmem.models.store import dead_letters
+from orchmem.tasks.maintenance import DEADLETTER_RETRY, REEMBED
 
 from ..app import OrchmemCelery, connect_worker_signals, create_app
 from ..broker import EmbeddedRedis, wait_for_broker
@@ -26,6 +27,7 @@ from ..routing import queue_name
 from ..schedule import beat_schedule
 from ..supervisor import Supervisor
 from .common import Cli, emit, json_option, pass_cli
+from .memory import wait_for
 
 
 def _shards(cli: Cli, shards: tuple[int, ...]) -> list[int]:
@@ -124,7 +126,7 @@ def worker(cli: Cli, shards: tuple[int, ...], loglevel: str | None, logfile: str
     settings = cli.settings
     chosen = _shards(cli, shards)
     app = _app(cli, wait_broker)
-    connect_worker_signals(app)
+    connect_worker_signals(app, chosen)
     port = settings.worker.metrics_port if metrics_port is None else metrics_port
     if port:
         start_metrics(settings, app, f"worker-{'-'.join(map(str, chosen))}", port,
@@ -303,4 +305,36 @@ def demo(cli: Cli, demo_root: str, fresh: bool) -> None:
     raise SystemExit(run_demo(settings, echo=click.echo))
 
 
-COMMANDS = [up, broker, worker, beat, flower, check, reembed, demo]
+@click.group()
+def deadletter() -> None:
+    """Tasks that crashed their worker max_deliveries times: list and retry them."""
+
+
+@deadletter.command(name="list")
+@click.option("--orch", "orchestrator_id", required=True, metavar="ID")
+@json_option
+@pass_cli
+def deadletter_list(cli: Cli, orchestrator_id: str, as_json: bool) -> None:
+    """List an orchestrator's dead letters (key, task, deliveries, error)."""
+    odb = Databases(cli.settings).open(orchestrator_id, create=False)
+    letters = dead_letters(odb) if odb else []
+    lines = [f"{d['at']}  {d['key']}  {d['task']}  {d['deliveries']} deliveries  {d['error']}"
+             for d in letters] or ["no dead letters"]
+    emit({"orchestratorId": orchestrator_id, "deadLetters": letters}, as_json, "\n".join(lines))
+
+
+@deadletter.command(name="retry")
+@click.option("--orch", "orchestrator_id", required=True, metavar="ID")
+@click.argument("key")
+@json_option
+@pass_cli
+def deadletter_retry_command(cli: Cli, orchestrator_id: str, key: str, as_json: bool) -> None:
+    """Publish dead letter KEY again (its receipt is reset, so it runs once more)."""
+    app = create_app(cli.settings)
+    _, result = publish(app, DEADLETTER_RETRY, orchestrator_id, "dlretry",
+                        {"idempotencyKey": f"dlretry-{key[:150]}-{os.getpid()}", "key": key})
+    value = wait_for(result, cli.settings.worker.wait_timeout_s, as_json)
+    emit(value, as_json, f"{key}: published again ({value['retryTaskId']})")
+
+
+COMMANDS = [up, broker, worker, beat, flower, check, reembed, demo, deadletter]

@@ -1,0 +1,214 @@
+"""Workers crash, tasks overrun, a task kills its worker every time, children recycle,
+tasks are replayed: every write applies exactly once, in order, and nothing is lost."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import sqlite3
+import threading
+import time
+from typing import Any
+
+from orchmem_testing import WorkerProcess, distinct_texts, receipt, wait_until
+
+from orchmem.models.database import Databases
+from orchmem.models.memlog import read_log
+from orchmem.models.schema import derive_id
+from orchmem.models.store import dead_letters
+from orchmem.tasks.edits import EDIT
+from orchmem.tasks.ingest import INGEST_SCAN
+from orchmem.tasks.maintenance import DEADLETTER_RETRY
+from orchmem.tasks.writeback import WRITEBACK
+from orchmem.worker.app import OrchmemCelery, create_app
+from orchmem.worker.publish import publish
+
+MANUAL = {"sourceType": "manual", "capturedBy": "user"}
+
+
+def fact(text: str) -> dict[str, Any]:
+    return {"type": "Fact", "content": text, "source": MANUAL}
+
+
+def unacked(app: OrchmemCelery) -> int:
+    with app.connection_for_write() as conn:
+        return int(conn.default_channel.client.hlen("unacked"))
+
+
+def test_a_thousand_tasks_survive_five_worker_kills_exactly_once_and_in_order(
+        isolated: Any) -> None:
+    settings = isolated(shards=1, worker={"visibility_timeout_s": 3, "max_deliveries": 10})
+    app = create_app(settings)
+    worker = WorkerProcess(settings).start(app)
+    orchestrators = ["crash-a", "crash-b", "crash-c"]
+    texts = iter(distinct_texts(1000, seed=21))
+    writes: dict[str, list[tuple[str, str]]] = {o: [] for o in orchestrators}
+    supersedes: dict[str, list[tuple[str, str]]] = {o: [] for o in orchestrators}
+    plan = []
+    for i in range(1000):
+        orch = orchestrators[i % 3]
+        if i % 10 == 9 and writes[orch]:
+            key, _ = writes[orch][-1]
+            target = derive_id("m", orch, key, 0)
+            skey = f"s-{i}"
+            supersedes[orch].append((skey, target))
+            plan.append((EDIT, orch, "edit", {"op": "supersede", "memoryId": target,
+                                              "content": f"revision {i}: {next(texts)}",
+                                              "idempotencyKey": skey}))
+        else:
+            key, text = f"w-{i}", next(texts)
+            writes[orch].append((key, text))
+            plan.append((WRITEBACK, orch, "wb", {"memories": [fact(text)],
+                                                 "idempotencyKey": key}))
+    stop = threading.Event()
+    kills = []
+
+    def killer() -> None:
+        rng = random.Random(5)
+        nonlocal worker
+        while len(kills) < 5 and not stop.is_set():
+            time.sleep(rng.uniform(1.0, 3.0))
+            worker.kill()
+            kills.append(time.monotonic())
+            time.sleep(rng.uniform(0.2, 1.0))
+            worker = WorkerProcess(settings).start(app)
+
+    thread = threading.Thread(target=killer)
+    thread.start()
+    for task, orch, kind, payload in plan:
+        publish(app, task, orch, kind, payload)
+        time.sleep(0.005)
+    thread.join(timeout=120)
+    stop.set()
+    assert len(kills) >= 5
+    paths = {o: settings.runtime_root(o) / "memory" / "memory.db" for o in orchestrators}
+
+    def all_done() -> bool:
+        return all(receipt(paths[o], key) is not None and receipt(paths[o], key)[0] == "done"
+                   for o in orchestrators for key, _ in writes[o] + supersedes[o])
+
+    try:
+        wait_until(all_done, timeout=150, interval=0.5, message="every task applied")
+        wait_until(lambda: unacked(app) == 0, timeout=30, message="no message left unacked")
+    finally:
+        worker.stop()
+    for orch in orchestrators:
+        conn = sqlite3.connect(paths[orch])
+        rows = conn.execute("SELECT memory_id, content, status FROM memories").fetchall()
+        contents = [r[1] for r in rows]
+        assert len(contents) == len(set(contents)), "a write was applied twice"
+        by_id = {r[0]: r for r in rows}
+        for key, text in writes[orch]:
+            memory_id = derive_id("m", orch, key, 0)
+            assert by_id[memory_id][1] == text, "a write was lost"
+        assert len(rows) == len(writes[orch]) + len(supersedes[orch])
+        for _, target in supersedes[orch]:
+            assert by_id[target][2] == "superseded", "a supersede was not applied"
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        conn.close()
+
+
+def test_a_task_running_past_the_visibility_timeout_applies_once(isolated: Any) -> None:
+    settings = isolated(shards=1, worker={"visibility_timeout_s": 1},
+                        memory={"writeback": {"max_memories_per_task": 3000}})
+    app = create_app(settings)
+    worker = WorkerProcess(settings).start(app)
+    try:
+        memories = [fact(t) for t in distinct_texts(2500, seed=3)]  # several seconds of work
+        key, result = publish(app, WRITEBACK, "overrun", "wb", {"memories": memories})
+        assert result.get(timeout=120)["ok"]
+        log = settings.runtime_root("overrun") / "memory" / "logs" / "memory.log"
+        wait_until(lambda: any(r["event"] == "duplicate_delivery_skipped" and r["key"] == key
+                               for r in read_log(log)), 60, message="the second delivery")
+        odb = Databases(settings).open("overrun")
+        with odb.bound():
+            assert odb.db.execute_sql("SELECT count(*) FROM memories").fetchone()[0] == 2500
+        assert receipt(odb.workspace.db_path, key)[0] == "done"
+    finally:
+        worker.stop()
+
+
+def test_a_task_that_kills_its_worker_every_time_is_dead_lettered_after_3(
+        isolated: Any) -> None:
+    settings = isolated(shards=1, worker={"visibility_timeout_s": 30})
+    app = create_app(settings)
+    worker = WorkerProcess(settings).start(app)
+    try:
+        publish(app, WRITEBACK, "poisoned", "wb", {"memories": [fact("warm")]})[1].get(90)
+        poison_key, _ = publish(app, WRITEBACK, "poisoned", "wb", {
+            "memories": [fact(t) for t in distinct_texts(300, seed=8)]})
+        others = [publish(app, WRITEBACK, "bystander", "wb", {"memories": [fact(t)]})[1]
+                  for t in distinct_texts(100, seed=9)]
+        db_path = settings.runtime_root("poisoned") / "memory" / "memory.db"
+        killed = 0
+        deadline = time.monotonic() + 150
+        while time.monotonic() < deadline:
+            state = receipt(db_path, poison_key)
+            if state is not None and state[0] == "dead":
+                break
+            if state is not None and state[0] == "started" and state[1] > killed:
+                for pid in worker.pool_children():
+                    os.kill(pid, signal.SIGKILL)  # the task "kills its worker"
+                killed = state[1]
+            time.sleep(0.005)
+        assert receipt(db_path, poison_key) == ("dead", 4)
+        assert killed == 3
+        assert all(r.get(timeout=120)["ok"] for r in others)
+        odb = Databases(settings).open("poisoned")
+        [letter] = dead_letters(odb)
+        assert letter["key"] == poison_key and letter["deliveries"] == 4
+        # An operator retries it (no more crashes): it runs once.
+        _, retry = publish(app, DEADLETTER_RETRY, "poisoned", "dlretry",
+                           {"idempotencyKey": "retry-1", "key": poison_key})
+        assert retry.get(timeout=60)["retried"] == poison_key
+        wait_until(lambda: receipt(db_path, poison_key) == ("done", 1), 120,
+                   message="the retried task")
+        assert dead_letters(odb) == []
+    finally:
+        worker.stop()
+
+
+def test_children_recycled_after_each_task_never_reuse_a_connection(isolated: Any) -> None:
+    settings = isolated(shards=1, worker={"max_tasks_per_child": 2})
+    app = create_app(settings)
+    worker = WorkerProcess(settings).start(app)
+    try:
+        results = [publish(app, WRITEBACK, "recycled", "wb", {"memories": [fact(t)]})[1]
+                   for t in distinct_texts(6, seed=2)]
+        assert all(r.get(timeout=240)["ok"] for r in results)
+        workers = {app.backend.get_task_meta(r.id).get("worker") for r in results}
+        assert len(workers) == 1
+        log = worker.log()
+        assert "must not cross fork" not in log
+    finally:
+        worker.stop()
+
+
+def test_replaying_writes_and_ingests_after_a_restart_changes_nothing(isolated: Any) -> None:
+    settings = isolated(shards=1, memory={"ingest": {"min_file_age_s": 0}})
+    app = create_app(settings)
+    worker = WorkerProcess(settings).start(app)
+    folder = settings.runtime_root("replayed") / "memory" / "ingest"
+    folder.mkdir(parents=True)
+    write = {"memories": [fact("The gate code is 2468")], "idempotencyKey": "replay-w"}
+    scan = {"idempotencyKey": "replay-scan"}
+    try:
+        first = publish(app, WRITEBACK, "replayed", "wb", write)[1].get(60)
+        (folder / "notes.md").write_text("## Decisions\n- Replays change nothing\n")
+        publish(app, INGEST_SCAN, "replayed", "ingest", scan)[1].get(60)
+    finally:
+        worker.stop()
+    worker = WorkerProcess(settings).start(app)
+    try:
+        (folder / "notes.md").write_text("## Decisions\n- Replays change nothing\n")
+        again = publish(app, WRITEBACK, "replayed", "wb", write)[1].get(60)
+        rescan = publish(app, INGEST_SCAN, "replayed", "ingest",
+                         {"idempotencyKey": "replay-scan-2"})[1].get(60)
+        assert again["duplicate"] and again["memoryIds"] == first["memoryIds"]
+        assert rescan["duplicate"] == 1 and rescan["ingested"] == 0
+        odb = Databases(settings).open("replayed")
+        with odb.bound():
+            assert odb.db.execute_sql("SELECT count(*) FROM memories").fetchone()[0] == 2
+    finally:
+        worker.stop()
