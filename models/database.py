@@ -145,7 +145,15 @@ class OrchestratorDB:
             return row.value if row is not None else default
 
     def close(self) -> None:
-        if os.getpid() == self.db.owner_pid and not self.db.is_closed():
+        """Close this thread's connection (rolling back a transaction left open)."""
+        if os.getpid() != self.db.owner_pid or self.db.is_closed():
+            return
+        try:
+            if self.db.in_transaction():
+                self.db.rollback()
+        except peewee.DatabaseError:
+            pass
+        finally:
             self.db.close()
 
 
@@ -246,7 +254,11 @@ class Databases:
                 memory=memory,
                 settings=self.settings,
             )
-            _verify(odb)
+            try:
+                _verify(odb)
+            except BaseException:
+                odb.close()  # a connection left open would pin SQLite's view of the file
+                raise
             self._open[orchestrator_id] = odb
             return odb
 

@@ -183,6 +183,10 @@ class MemoryTask(Task):
                 release_delivery(odb, key)
                 odb.log.write("task_retry", task=self.name, error=exc.code,
                               message=str(exc)[:500], taskId=self.request.id)
+            # Reopen next time: SQLite keeps a file it opened read-only that way, even
+            # once the folder is writable again.
+            if isinstance(orchestrator_id, str):
+                self.databases.forget(orchestrator_id)
             raise self.retry(exc=exc, countdown=min(60, 2 ** self.request.retries),
                              max_retries=5) from exc
         except OrchmemError as exc:

@@ -81,7 +81,8 @@ def isolated(tmp_path: Path, redis_server: RedisServer):  # type: ignore[no-unty
     """A factory of settings with their own root and their own Redis database."""
 
     def factory(**overrides: object) -> Settings:
-        url = overrides.pop("broker_url", None) or fresh_db_url(redis_server)
+        url = overrides.pop("broker_url") if "broker_url" in overrides else \
+            fresh_db_url(redis_server)
         return make_settings(tmp_path / "root", str(url), **overrides)
 
     return factory
