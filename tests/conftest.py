@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 # Imported now, not lazily by its plugin at session end: CPython 3.11.7 can fail to
 # compile a module late in a long session ("AST constructor recursion depth mismatch").
@@ -77,12 +78,20 @@ def orch_id(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def isolated(tmp_path: Path, redis_server: RedisServer):  # type: ignore[no-untyped-def]
-    """A factory of settings with their own root and their own Redis database."""
+def isolated(tmp_path: Path) -> Iterator[Any]:
+    """A factory of settings with their own root and their own Redis server (started on
+    first use), so a test's workers never meet another test's tasks or pings."""
+    servers: list[RedisServer] = []
 
-    def factory(**overrides: object) -> Settings:
-        url = overrides.pop("broker_url") if "broker_url" in overrides else \
-            fresh_db_url(redis_server)
+    def factory(**overrides: Any) -> Settings:
+        if "broker_url" in overrides:
+            url = overrides.pop("broker_url")
+        else:
+            if not servers:
+                servers.append(RedisServer(tmp_path / "redis").start())
+            url = f"{servers[0].url}/0"
         return make_settings(tmp_path / "root", str(url), **overrides)
 
-    return factory
+    yield factory
+    for server in servers:
+        server.stop()

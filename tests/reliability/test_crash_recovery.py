@@ -147,7 +147,9 @@ def test_a_task_that_kills_its_worker_every_time_is_dead_lettered_after_3(
             state = receipt(db_path, poison_key)
             if state is not None and state[0] == "dead":
                 break
-            if state is not None and state[0] == "started" and state[1] > killed:
+            # Each delivery that runs the task crashes the worker; the 4th is parked
+            # before the task runs, so there is nothing to kill then.
+            if state is not None and state[0] == "started" and killed < state[1] <= 3:
                 for pid in worker.pool_children():
                     os.kill(pid, signal.SIGKILL)  # the task "kills its worker"
                 killed = state[1]
