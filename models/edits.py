@@ -30,7 +30,7 @@ from .schema import (
     ShortText,
     Status,
     Weight,
-    _Model,
+    WireModel,
     check_memory_id,
     content_fingerprint,
     derive_id,
@@ -54,7 +54,7 @@ Reason = Annotated[str, Field(strict=True, min_length=1, max_length=500)]
 Actor = Literal["user", "system", "extractor"]
 
 
-class _Edit(_Model):
+class _Edit(WireModel):
     idempotency_key: IdempotencyKey | None = None
     actor: Actor = "user"
     #: How long to wait for a memory this edit names that does not exist yet (its

@@ -46,7 +46,7 @@ from .reconcile import Proposed
 from .schema import (
     EdgeInput,
     MemoryInput,
-    _Model,
+    WireModel,
     format_ts,
     utc_now,
     validate,
@@ -70,7 +70,7 @@ REASONS = (
 )
 
 
-class IngestFile(_Model):
+class IngestFile(WireModel):
     memories: list[dict[str, Any]] = Field(default_factory=list)
     edges: list[EdgeInput] = Field(default_factory=list)
 

@@ -13,11 +13,11 @@ import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from orchmem.config import MemoryValidationError
 
-from .schema import EdgeInput, MemoryInput, ShortText, _check_timestamp, _Model
+from .schema import CONTROL_CHARS, EdgeInput, MemoryInput, ShortText, WireModel, check_timestamp
 
 _KEY = re.compile(r"^[\x21-\x7e]{1,200}$")
 IdempotencyKey = Annotated[str, Field(strict=True, min_length=1, max_length=200)]
@@ -54,34 +54,31 @@ def key_of(orchestrator_id: str, kind: str, payload: Any) -> str:
     return derive_key(orchestrator_id, kind, payload)
 
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 MAX_MESSAGE_CHARS = 20_000
-PlainText = Annotated[str, Field(strict=True, min_length=1, max_length=MAX_MESSAGE_CHARS)]
 
 
 def _plain(value: str) -> str:
-    if _CONTROL.search(value):
+    if CONTROL_CHARS.search(value):
         raise ValueError("must be plain text without control characters or NUL bytes")
     return value
 
 
-class TranscriptMessage(_Model):
+PlainText = Annotated[str, Field(strict=True, min_length=1, max_length=MAX_MESSAGE_CHARS),
+                      AfterValidator(_plain)]
+
+
+class TranscriptMessage(WireModel):
     role: Literal["user", "assistant", "system", "tool"]
     text: PlainText
     at: datetime | None = None
 
-    @field_validator("text")
-    @classmethod
-    def _text(cls, value: str) -> str:
-        return _plain(value)
-
     @field_validator("at", mode="before")
     @classmethod
     def _at(cls, value: Any) -> Any:
-        return None if value is None else _check_timestamp(value)
+        return None if value is None else check_timestamp(value)
 
 
-class ChannelTranscript(_Model):
+class ChannelTranscript(WireModel):
     """An inbound conversation: only the user's own statements can become memories."""
 
     conversation_id: ShortText
@@ -89,38 +86,28 @@ class ChannelTranscript(_Model):
     messages: list[TranscriptMessage] = Field(min_length=1, max_length=500)
 
 
-class WorkflowOutput(_Model):
+class WorkflowOutput(WireModel):
     """A workflow step's output: text, or JSON whose keys name memory types."""
 
     workflow_run_id: ShortText
     step_id: ShortText
     output: PlainText | dict[str, Any]
 
-    @field_validator("output")
-    @classmethod
-    def _output(cls, value: str | dict[str, Any]) -> str | dict[str, Any]:
-        return _plain(value) if isinstance(value, str) else value
 
-
-class Finding(_Model):
+class Finding(WireModel):
     severity: Literal["info", "warning", "error", "critical"]
     text: PlainText
     component: ShortText | None = None
 
-    @field_validator("text")
-    @classmethod
-    def _text(cls, value: str) -> str:
-        return _plain(value)
 
-
-class Diagnostics(_Model):
+class Diagnostics(WireModel):
     """Findings of a diagnostics run, each stored as an Observation with its severity."""
 
     run_id: ShortText | None = None
     findings: list[Finding] = Field(min_length=1, max_length=200)
 
 
-class WritebackRequest(_Model):
+class WritebackRequest(WireModel):
     """What an orchestrator writes back (SPEC.md "Memory write-back triggers").
 
     Any mix of explicit ``memories`` (and ``edges`` between them or to existing
@@ -140,7 +127,7 @@ class WritebackRequest(_Model):
     @field_validator("requested_at", mode="before")
     @classmethod
     def _requested_at(cls, value: Any) -> Any:
-        return None if value is None else _check_timestamp(value)
+        return None if value is None else check_timestamp(value)
 
     @model_validator(mode="after")
     def _not_empty(self) -> WritebackRequest:

@@ -35,7 +35,7 @@ from .schema import (
     Source,
     SourceType,
     Status,
-    _Model,
+    WireModel,
     check_memory_id,
     check_orchestrator_id,
     parse_ts,
@@ -51,7 +51,7 @@ MAX_EMBED_CHARS = 2000
 MAX_SOURCES_PER_MEMORY = 5
 
 
-class Scores(_Model):
+class Scores(WireModel):
     """Why a memory ranked where it did."""
 
     score: float
@@ -66,13 +66,13 @@ class Scores(_Model):
     contradiction: float
 
 
-class RecalledMemory(_Model):
+class RecalledMemory(WireModel):
     rank: int
     memory: MemoryNode
     scores: Scores
 
 
-class Neighbor(_Model):
+class Neighbor(WireModel):
     """A memory reached by an edge of a recalled one, shown briefly."""
 
     memory_id: str
@@ -85,12 +85,12 @@ class SourceRecord(Source):
     captured_at: str
 
 
-class Provenance(_Model):
+class Provenance(WireModel):
     memory_id: str
     sources: list[SourceRecord]
 
 
-class RecallBundle(_Model):
+class RecallBundle(WireModel):
     """The answer to a recall: nodes best first, edges, neighbours, provenance, diagnostics."""
 
     orchestrator_id: str

@@ -92,7 +92,8 @@ MAX_ID_CHARS = 200
 MEMORY_ID_PATTERN = r"^m-[0-9a-f]{8}-[0-9a-f]{16}$"
 EDGE_ID_PATTERN = r"^e-[0-9a-f]{8}-[0-9a-f]{16}$"
 _MEMORY_ID = re.compile(MEMORY_ID_PATTERN)
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+#: Control characters (tab, newline and carriage return allowed) and NUL.
+CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _BLANK_RUN = re.compile(r"[ \t]+")
 _MANY_NEWLINES = re.compile(r"\n{3,}")
 
@@ -178,7 +179,7 @@ def content_fingerprint(memory_type: str, content: str) -> str:
 
 
 def _checked_text(value: str, field: str, max_chars: int) -> str:
-    if _CONTROL.search(value):
+    if CONTROL_CHARS.search(value):
         raise ValueError(f"{field} must be plain text without control characters or NUL bytes")
     text = normalize_text(value)
     if not text:
@@ -191,7 +192,9 @@ def _checked_text(value: str, field: str, max_chars: int) -> str:
 # ---------------------------------------------------------------------------- models
 
 
-class _Model(BaseModel):
+class WireModel(BaseModel):
+    """Base of every shape that crosses a boundary: strict, frozen, camelCase in JSON."""
+
     model_config = ConfigDict(
         extra="forbid",
         frozen=True,
@@ -206,7 +209,7 @@ class _Model(BaseModel):
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
-def _check_timestamp(value: Any) -> Any:
+def check_timestamp(value: Any) -> Any:
     if isinstance(value, datetime):
         if value.tzinfo is None:
             raise ValueError("timestamps must carry a time zone (e.g. 2024-05-01T10:00:00Z)")
@@ -222,7 +225,7 @@ def _check_timestamp(value: Any) -> Any:
     return parsed
 
 
-class Source(_Model):
+class Source(WireModel):
     """Provenance of a memory (SPEC.md "Provenance and Auditability")."""
 
     source_type: SourceType
@@ -235,7 +238,7 @@ class Source(_Model):
     @field_validator("conversation_id", "workflow_run_id", "step_id")
     @classmethod
     def _plain_id(cls, value: str | None) -> str | None:
-        if value is not None and _CONTROL.search(value):
+        if value is not None and CONTROL_CHARS.search(value):
             raise ValueError("must not contain control characters or NUL bytes")
         return value
 
@@ -259,7 +262,7 @@ class Source(_Model):
         return self
 
 
-class MemoryInput(_Model):
+class MemoryInput(WireModel):
     """A candidate memory, as a write-back or an ingest file gives it."""
 
     type: MemoryType
@@ -275,7 +278,7 @@ class MemoryInput(_Model):
     @field_validator("created_at", mode="before")
     @classmethod
     def _created_at(cls, value: Any) -> Any:
-        return None if value is None else _check_timestamp(value)
+        return None if value is None else check_timestamp(value)
 
     @field_validator("content")
     @classmethod
@@ -295,7 +298,7 @@ class MemoryInput(_Model):
         return self.summary or summarize(self.content)
 
 
-class EdgeInput(_Model):
+class EdgeInput(WireModel):
     """An edge to create. Ends are memoryIds, or ``key``s of memories in the same request."""
 
     from_memory_id: ShortText
@@ -311,7 +314,7 @@ class EdgeInput(_Model):
         return self
 
 
-class MemoryNode(_Model):
+class MemoryNode(WireModel):
     """A stored memory, as recall, list and history return it."""
 
     memory_id: str
@@ -328,7 +331,7 @@ class MemoryNode(_Model):
     updated_at: str
 
 
-class MemoryEdge(_Model):
+class MemoryEdge(WireModel):
     """A stored edge."""
 
     edge_id: str

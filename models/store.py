@@ -186,12 +186,7 @@ def insert_memory(odb: OrchestratorDB, memory_id: str, memory: MemoryInput, *, k
         summary=memory.summary_or_default,
         confidence=memory.confidence,
         status=Status.ACTIVE.value,
-        source_type=src.source_type.value,
-        source_path=src.source_path,
-        conversation_id=src.conversation_id,
-        workflow_run_id=src.workflow_run_id,
-        step_id=src.step_id,
-        captured_by=src.captured_by.value,
+        **_provenance(src),
         fingerprint=fingerprint or content_fingerprint(memory.type.value, memory.content),
         subject=subject,
         value=value,
@@ -203,15 +198,17 @@ def insert_memory(odb: OrchestratorDB, memory_id: str, memory: MemoryInput, *, k
     return row
 
 
+def _provenance(src: Source) -> dict[str, Any]:
+    """The provenance columns shared by ``memories`` and ``memory_sources``."""
+    return {"source_type": src.source_type.value, "source_path": src.source_path,
+            "conversation_id": src.conversation_id, "workflow_run_id": src.workflow_run_id,
+            "step_id": src.step_id, "captured_by": src.captured_by.value}
+
+
 def add_source(memory_id: str, src: Source, *, key: str | None, at: str | None = None) -> None:
     MemorySourceRow.create(
         memory=memory_id,
-        source_type=src.source_type.value,
-        source_path=src.source_path,
-        conversation_id=src.conversation_id,
-        workflow_run_id=src.workflow_run_id,
-        step_id=src.step_id,
-        captured_by=src.captured_by.value,
+        **_provenance(src),
         task_key=key,
         captured_at=at or format_ts(utc_now()),
     )

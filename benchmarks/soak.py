@@ -1,0 +1,155 @@
+"""Soak: minutes of mixed load on 10 orchestrators, then a count of what was stored.
+
+Starts a private Redis (AOF on) and one worker per shard (2), then runs for
+``--minutes``: orchestrator threads that each, per "message", write a transcript back,
+get the bulletin, recall, and now and then write a workflow output or drop an ingest
+file. Prints JSON: operations and their latency percentiles, worker RSS at the start
+and the end, and the final check: every accepted write stored exactly once.
+
+    python benchmarks/soak.py --minutes 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sqlite3
+import threading
+import time
+from pathlib import Path
+
+from _harness import emit, percentiles, redis_server, settings_for, temp_root, worker_process
+
+from orchmem.worker.app import create_app
+from orchmem.worker.client import MemoryClient
+
+WORDS = ("amber basil cedar delta ember fjord garnet harbor indigo juniper kettle lantern "
+         "meadow nectar orchid pepper quartz raven saffron tundra umber velvet willow").split()
+
+
+def rss_mb(pids: list[int]) -> float:
+    total = 0
+    for pid in pids:
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        except OSError:
+            continue
+    return round(total / 1024, 1)
+
+
+def worker_pids() -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
+            except OSError:
+                continue
+            if b"orchmem.worker worker" in cmdline:
+                pids.append(int(entry.name))
+    return pids
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--minutes", type=float, default=10.0)
+    parser.add_argument("--orchestrators", type=int, default=10)
+    parser.add_argument("--root", help="keep the data here (default: a temp folder)")
+    args = parser.parse_args()
+    with temp_root(args.root) as root, redis_server(root / "redis") as url:
+        settings = settings_for(root, url, shards=2, memory={"ingest": {"min_file_age_s": 0}})
+        app = create_app(settings)
+        latencies: dict[str, list[float]] = {"write_back": [], "bulletin": [], "recall": [],
+                                             "ingest_drop": []}
+        expected: dict[str, set[str]] = {}
+        errors: list[str] = []
+        lock = threading.Lock()
+        with worker_process(settings):
+            for index in range(args.orchestrators):  # warm-up: models loaded, files made
+                MemoryClient(f"soak-{index}", settings, app=app).bulletin(timeout=120)
+            pids = worker_pids()
+            rss_start = rss_mb(pids)
+            deadline = time.monotonic() + args.minutes * 60
+            rss_samples = []
+
+            def orchestrator(index: int) -> None:
+                orch = f"soak-{index}"
+                client = MemoryClient(orch, settings, app=app)
+                rng = random.Random(index)
+                mine: set[str] = set()
+                n = 0
+                while time.monotonic() < deadline:
+                    n += 1
+                    fact = f"I prefer {' '.join(rng.sample(WORDS, 4))} number {index}-{n}."
+                    started = time.perf_counter()
+                    handle = client.write_back(transcript={
+                        "conversationId": f"c-{n % 7}",
+                        "messages": [{"role": "user", "text": fact},
+                                     {"role": "assistant", "text": "Noted!"}]})
+                    spent = (time.perf_counter() - started) * 1000
+                    if handle.ok or handle.outboxed:
+                        mine.add(fact)
+                    else:
+                        with lock:
+                            errors.append(handle.error or "?")
+                    timed = [("write_back", spent)]
+                    started = time.perf_counter()
+                    client.bulletin()
+                    timed.append(("bulletin", (time.perf_counter() - started) * 1000))
+                    started = time.perf_counter()
+                    client.recall(" ".join(rng.sample(WORDS, 3)))
+                    timed.append(("recall", (time.perf_counter() - started) * 1000))
+                    if n % 10 == 0:
+                        folder = settings.runtime_root(orch) / "memory" / "ingest"
+                        folder.mkdir(parents=True, exist_ok=True)
+                        started = time.perf_counter()
+                        note = f"Decision: adopt {' '.join(rng.sample(WORDS, 3))} plan {n}."
+                        (folder / f"note-{n}.md").write_text(note + "\n")
+                        client.ingest_now()
+                        timed.append(("ingest_drop", (time.perf_counter() - started) * 1000))
+                    with lock:
+                        for name, value in timed:
+                            latencies[name].append(value)
+                client.wait_for_writes(120)
+                with lock:
+                    expected[orch] = mine
+
+            def sample() -> None:
+                while time.monotonic() < deadline:
+                    rss_samples.append(rss_mb(pids))
+                    time.sleep(5)
+
+            threads = [threading.Thread(target=orchestrator, args=(i,))
+                       for i in range(args.orchestrators)]
+            threads.append(threading.Thread(target=sample))
+            started_all = time.monotonic()
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            elapsed = time.monotonic() - started_all
+            rss_end = rss_mb(pids)
+        missing = duplicated = stored_total = 0
+        for orch, facts in expected.items():
+            path = settings.runtime_root(orch) / "memory" / "memory.db"
+            contents = [r[0] for r in sqlite3.connect(path).execute(
+                "SELECT content FROM memories WHERE type = 'Preference'")]
+            stored_total += len(contents)
+            missing += len(facts - set(contents))
+            duplicated += len(contents) - len(set(contents))
+        ops = {name: {"count": len(v), "per_s": round(len(v) / elapsed, 1), **percentiles(v)}
+               for name, v in latencies.items()}
+        emit({"benchmark": "soak", "minutes": args.minutes,
+              "orchestrators": args.orchestrators, "seconds": round(elapsed, 1),
+              "operations_ms": ops,
+              "worker_rss_mb": {"start": rss_start, "end": rss_end,
+                                "max": max(rss_samples or [rss_end])},
+              "check": {"expected": sum(len(v) for v in expected.values()),
+                        "stored": stored_total, "missing": missing,
+                        "duplicated": duplicated, "publish_errors": len(errors)}})
+
+
+if __name__ == "__main__":
+    main()
