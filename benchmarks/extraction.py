@@ -29,45 +29,58 @@ def main() -> None:
     args = parser.parse_args()
     extractor = load_extractor(args.extractor)
     rows = [json.loads(line) for line in Path(args.data).read_text().splitlines() if line]
-    pairs = []
+    # Each line is labelled with one type (or "none"). Every candidate the extractor
+    # returns counts: the one matching the label is a true positive, any other is a
+    # false positive of its type, so splitting a line into extra memories costs precision.
+    scored = []
     for row in rows:
         candidates = extractor([Message(row["role"], row["text"])], "transcript")
-        predicted = candidates[0].type.value if candidates else "none"
-        pairs.append((row["expected"], predicted, row["text"]))
-    types = sorted({e for e, _, _ in pairs} | {p for _, p, _ in pairs})
+        scored.append((row, [c.type.value for c in candidates]))
+    tp: Counter[str] = Counter()
+    fp: Counter[str] = Counter()
+    fn: Counter[str] = Counter()
+    for row, predicted in scored:
+        expected = row["expected"]
+        if expected != "none" and expected in predicted:
+            tp[expected] += 1
+            predicted = list(predicted)
+            predicted.remove(expected)
+        elif expected != "none":
+            fn[expected] += 1
+        for label in predicted:
+            fp[label] += 1
     per_type = {}
-    for label in types:
-        tp = sum(1 for e, p, _ in pairs if e == p == label)
-        fp = sum(1 for e, p, _ in pairs if p == label and e != label)
-        fn = sum(1 for e, p, _ in pairs if e == label and p != label)
-        precision = tp / (tp + fp) if tp + fp else 0.0
-        recall = tp / (tp + fn) if tp + fn else 0.0
+    for label in sorted({*tp, *fp, *fn}):
+        precision = tp[label] / (tp[label] + fp[label]) if tp[label] + fp[label] else 0.0
+        recall = tp[label] / (tp[label] + fn[label]) if tp[label] + fn[label] else 0.0
         f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-        per_type[label] = {"support": tp + fn, "precision": round(precision, 3),
+        per_type[label] = {"support": tp[label] + fn[label], "precision": round(precision, 3),
                            "recall": round(recall, 3), "f1": round(f1, 3)}
-    memory_tp = sum(1 for e, p, _ in pairs if e != "none" and p != "none")
-    memory_fp = sum(1 for e, p, _ in pairs if e == "none" and p != "none")
-    memory_fn = sum(1 for e, p, _ in pairs if e != "none" and p == "none")
-    typed = [(e, p) for e, p, _ in pairs if e != "none"]
+    first = [(row["expected"], predicted[0] if predicted else "none", row["text"])
+             for row, predicted in scored]
+    memory_tp = sum(1 for e, p, _ in first if e != "none" and p != "none")
+    memory_fp = sum(1 for e, p, _ in first if e == "none" and p != "none")
+    memory_fn = sum(1 for e, p, _ in first if e != "none" and p == "none")
+    typed = [(e, p) for e, p, _ in first if e != "none" and p != "none"]
     emit({
         "benchmark": "extraction",
         "extractor": args.extractor,
-        "lines": len(pairs),
-        "accuracy": round(sum(1 for e, p, _ in pairs if e == p) / len(pairs), 3),
+        "data": Path(args.data).name,
+        "lines": len(scored),
+        "accuracy": round(sum(1 for e, p, _ in first if e == p) / len(first), 3),
         "memory_or_not": {
             "precision": round(memory_tp / (memory_tp + memory_fp), 3) if memory_tp else 0.0,
             "recall": round(memory_tp / (memory_tp + memory_fn), 3) if memory_tp else 0.0,
-            "assistant_lines_stored": sum(1 for e, p, _ in pairs if p != "none"
-                                          and any(r["text"] == _t and r["role"] == "assistant"
-                                                  for r in rows for _t in [_])),
+            "assistant_lines_stored": sum(1 for row, predicted in scored
+                                          if row["role"] == "assistant" and predicted),
         },
+        "extra_candidates": sum(max(0, len(predicted) - 1) for _, predicted in scored),
         "type_accuracy_when_both_memory": round(
-            sum(1 for e, p in typed if e == p) / max(1, sum(1 for _, p in typed if p != "none")),
-            3),
+            sum(1 for e, p in typed if e == p) / max(1, len(typed)), 3),
         "per_type": per_type,
-        "confusions": dict(Counter(f"{e} -> {p}" for e, p, _ in pairs if e != p)
+        "confusions": dict(Counter(f"{e} -> {p}" for e, p, _ in first if e != p)
                            .most_common(15)),
-        "misses": [t for e, p, t in pairs if e != p][:40],
+        "misses": [t for e, p, t in first if e != p][:40],
     })
 
 
