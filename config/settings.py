@@ -17,7 +17,15 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict, TomlConfigSettingsSource
 
 from .errors import ConfigError, MemoryValidationError
@@ -243,6 +251,8 @@ class Settings(BaseSettings):
     beat: BeatSettings = Field(default_factory=BeatSettings)
     flower: FlowerSettings = Field(default_factory=FlowerSettings)
     orchestrators: dict[str, OrchestratorSettings] = Field(default_factory=dict)
+    #: The TOML file these settings were read from, passed on to child processes.
+    _config_path: Path | None = PrivateAttr(default=None)
 
     @field_validator("root")
     @classmethod
@@ -305,6 +315,9 @@ class Settings(BaseSettings):
     def env(self) -> dict[str, str]:
         """Environment variables that make a child process load these same settings."""
         env = {"ORCHMEM_ROOT": str(self.root), "ORCHMEM_SHARDS": str(self.shards)}
+        if self._config_path is not None:
+            # A file given with --config reaches workers and beat like $ORCHMEM_CONFIG.
+            env["ORCHMEM_CONFIG"] = str(self._config_path)
         if self.broker_url:
             env["ORCHMEM_BROKER_URL"] = self.broker_url
         return env
@@ -415,9 +428,11 @@ def load_settings(
             return tuple(sources)
 
     try:
-        return _Loaded(**overrides)
+        settings = _Loaded(**overrides)
     except ValidationError as exc:
         raise ConfigError(_format_errors(exc)) from exc
+    settings._config_path = toml_path.resolve() if toml_path is not None else None
+    return settings
 
 
 class _EnvSource:

@@ -38,6 +38,15 @@ def test_config_path_comes_from_orchmem_config(tmp_path: Path) -> None:
     assert load_settings(environ={"ORCHMEM_CONFIG": str(path)}).shards == 3
 
 
+def test_a_config_file_given_by_path_reaches_child_processes(tmp_path: Path) -> None:
+    path = write(tmp_path, "[memory.retrieval]\ntop_n = 7\n")
+    env = load_settings(path, environ={}).env()
+    assert env["ORCHMEM_CONFIG"] == str(path.resolve())
+    # A child loading from that environment alone sees the file's values.
+    assert load_settings(environ=env).memory.retrieval.top_n == 7
+    assert "ORCHMEM_CONFIG" not in load_settings(environ={}).env()
+
+
 def test_environment_overrides_toml_and_overrides_win_over_both(tmp_path: Path) -> None:
     path = write(tmp_path, "[memory.retrieval]\ntop_n = 7\n")
     env = {"ORCHMEM_MEMORY__RETRIEVAL__TOP_N": "9"}

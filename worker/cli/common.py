@@ -30,10 +30,8 @@ class Cli:
             overrides: dict[str, Any] = {}
             if self.root:
                 overrides["root"] = Path(self.root)
-            try:
-                self._settings = load_settings(self.config, **overrides)
-            except OrchmemError as exc:
-                raise click.ClickException(str(exc)) from exc
+            # A ConfigError goes up to OrchmemGroup, which honours --json.
+            self._settings = load_settings(self.config, **overrides)
         return self._settings
 
 

@@ -55,12 +55,12 @@ def wait_for(result: Any, timeout: float, as_json: bool) -> dict[str, Any]:
     try:
         value = result.get(timeout=timeout, propagate=False)
     except CeleryTimeout:
-        message = (f"no worker answered within {timeout:.0f}s. Is `orchmem up` running for this "
+        message = (f"no worker answered within {timeout:g}s. Is `orchmem up` running for this "
                    f"root? The task stays queued (id {result.id}) and runs when a worker starts.")
+        click.echo(f"Error: {message}", err=True)
         if as_json:
             emit({"ok": False, "error": "timeout", "message": message, "taskId": result.id}, True)
-            raise SystemExit(2) from None
-        raise click.ClickException(message) from None
+        raise SystemExit(2) from None
     if result.failed():
         if isinstance(value, OrchmemError):
             fail(value, as_json)

@@ -198,14 +198,18 @@ def is_loopback(address: str) -> bool:
 
 
 @click.command()
+@click.option("--config", type=click.Path(dir_okay=False),
+              help="Settings file (TOML) to check; overrides the global --config.")
 @json_option
 @pass_cli
-def check(cli: Cli, as_json: bool) -> None:
+def check(cli: Cli, config: str | None, as_json: bool) -> None:
     """Validate the settings and open every orchestrator's database.
 
     Exits non-zero, naming the problem, when the settings are invalid or any database
     is damaged, disabled or unreadable.
     """
+    if config:
+        cli.config = config
     settings = cli.settings  # a settings error exits here, naming the key
     databases = Databases(settings)
     found = known_orchestrators(settings)
@@ -281,11 +285,12 @@ def reembed(cli: Cli, orchestrator_ids: tuple[str, ...], wait: bool, timeout: fl
 
 
 @click.command()
-@click.option("--root", "demo_root", type=click.Path(file_okay=False), default="orchmem-demo",
-              show_default=True, help="Folder for the demo's data (kept afterwards).")
+@click.option("--root", "demo_root", type=click.Path(file_okay=False),
+              help="Folder for the demo's data, kept afterwards (default: the global --root, "
+                   "else ./orchmem-demo).")
 @click.option("--fresh", is_flag=True, help="Empty the folder first if it is not empty.")
 @pass_cli
-def demo(cli: Cli, demo_root: str, fresh: bool) -> None:
+def demo(cli: Cli, demo_root: str | None, fresh: bool) -> None:
     """Run a scripted session of two orchestrators and print a trace.
 
     Starts an embedded Redis and a worker (nothing else needs to run), sends messages
@@ -295,7 +300,8 @@ def demo(cli: Cli, demo_root: str, fresh: bool) -> None:
     """
     from ..demo import prepare_root, run_demo
 
-    root = Path(demo_root).resolve()
+    # Not $ORCHMEM_ROOT: --fresh empties the folder, so only a folder named here is used.
+    root = Path(demo_root or cli.root or "orchmem-demo").resolve()
     try:
         prepare_root(root, fresh)
     except FileExistsError as exc:
