@@ -15,6 +15,13 @@ A crash before the commit leaves nothing: the next scan starts over. A crash aft
 the commit and before the move leaves a manifest row not yet marked moved: the next
 scan sees the same sha256 and only finishes the move. A file whose content was
 already ingested is a ``duplicate``: moved to ``processed/``, nothing written twice.
+A move never replaces a file already in ``processed/`` or ``rejected/``: a taken name
+gets the sha256 prefix, then a counter (``report.pdf``, ``report.2.pdf``, ...).
+
+A scan whose ``ingest/`` (or its ``processed/``/``rejected/``) resolves outside the
+workspace, e.g. a symlinked folder, is refused whole (``outside_workspace``) before
+anything there is created, moved or written. A file that changes or disappears
+between its checks and its read is left for the next scan (skipped, ``changed``).
 
 Rejection reasons are stable codes (README lists them): ``unsupported_extension``,
 ``too_large``, ``empty``, ``not_utf8``, ``binary``, ``symlink``, ``not_regular_file``,
@@ -24,13 +31,15 @@ Rejection reasons are stable codes (README lists them): ``unsupported_extension`
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import re
 import stat
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -68,6 +77,8 @@ REASONS = (
     "not_regular_file", "outside_workspace", "invalid_json", "schema_violation",
     "too_many_memories", "scope_violation",
 )
+#: Not a rejection: the file changed or vanished while being read; the next scan retries.
+CHANGED = "changed"
 
 
 class IngestFile(WireModel):
@@ -122,7 +133,10 @@ def discover(workspace: Workspace, settings: IngestSettings, now: float | None =
     for entry in entries:
         if _IGNORED.search(entry.name):
             continue
-        info = entry.stat(follow_symlinks=False)
+        try:
+            info = entry.stat(follow_symlinks=False)
+        except FileNotFoundError:
+            continue  # removed since the listing: nothing to do
         if stat.S_ISDIR(info.st_mode):
             continue  # processed/, rejected/ and any operator folder
         if stat.S_ISREG(info.st_mode) and now - info.st_mtime < settings.min_file_age_s:
@@ -141,8 +155,16 @@ def _reject(reason: str, detail: str) -> IngestRejected:
 
 
 def read_checked(path: Path, workspace: Workspace, settings: IngestSettings) -> bytes:
-    """The file's bytes after the file-system checks; raises IngestRejected."""
-    info = path.lstat()
+    """The file's bytes after the file-system checks; raises IngestRejected.
+
+    The bytes come from the very file checked: it is opened without following a
+    symlink and without blocking, and the open descriptor must still be that regular
+    file, of that size (reason ``CHANGED`` when it was replaced or is being written).
+    """
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        raise _reject(CHANGED, f"{path.name} disappeared before it was read") from None
     if stat.S_ISLNK(info.st_mode):
         raise _reject("symlink", f"{path.name} is a symbolic link; drop the file itself")
     if not stat.S_ISREG(info.st_mode):
@@ -158,16 +180,45 @@ def read_checked(path: Path, workspace: Workspace, settings: IngestSettings) -> 
     if info.st_size > limit:
         raise _reject("too_large", f"{info.st_size} bytes; the limit is {limit} "
                       f"(memory.ingest.max_file_size_mb = {settings.max_file_size_mb})")
-    # O_NOFOLLOW: a file swapped for a symlink after the checks is refused, not followed.
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError as exc:
-        raise _reject("symlink" if exc.errno == 40 else "not_regular_file", str(exc)) from None
+    fd = _open_unfollowed(path)
     with os.fdopen(fd, "rb") as fh:
+        _check_same_file(path.name, info, os.fstat(fd))
         data = fh.read(limit + 1)
-    if len(data) > limit:
-        raise _reject("too_large", f"grew past {limit} bytes while being read")
+    if len(data) != info.st_size:
+        raise _reject(CHANGED, f"{path.name} changed size while being read "
+                      f"({info.st_size} bytes checked, {len(data)} read)")
     return data
+
+
+#: Flags of the one open of an ingest file. O_NOFOLLOW: a file swapped for a symlink
+#: after the checks is refused, not followed. O_NONBLOCK: one swapped for a FIFO makes
+#: open return at once instead of waiting for a writer (it blocks the worker forever).
+_OPEN_FLAGS = (os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+               | getattr(os, "O_NOCTTY", 0))
+
+
+def _open_unfollowed(path: Path) -> int:
+    try:
+        return os.open(path, _OPEN_FLAGS)
+    except FileNotFoundError:
+        raise _reject(CHANGED, f"{path.name} disappeared before it was read") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _reject("symlink", f"{path.name} became a symbolic link while being "
+                          "checked; drop the file itself") from None
+        raise _reject("not_regular_file", f"{path.name}: {exc.strerror}") from None
+
+
+def _check_same_file(name: str, checked: os.stat_result, opened: os.stat_result) -> None:
+    """The descriptor must be the regular file that passed the checks (same inode, size)."""
+    if not stat.S_ISREG(opened.st_mode):
+        raise _reject("not_regular_file", f"{name} was replaced by something other than a "
+                      "regular file while being checked")
+    if (opened.st_dev, opened.st_ino) != (checked.st_dev, checked.st_ino):
+        raise _reject(CHANGED, f"{name} was replaced while being checked")
+    if opened.st_size != checked.st_size:
+        raise _reject(CHANGED, f"{name} changed size while being checked "
+                      f"({checked.st_size} -> {opened.st_size} bytes)")
 
 
 def decode(data: bytes, name: str) -> str:
@@ -360,15 +411,51 @@ def mark_moved(odb: OrchestratorDB, row_ids: list[int]) -> None:
 # ---------------------------------------------------------------------------- finish
 
 
+#: Longest name a move may pick: NAME_MAX (255 bytes on Linux file systems) less the
+#: ".<name>.reason.json.tmp" written beside a rejected file.
+_MAX_NAME = 255 - len("..reason.json.tmp")
+#: A longer "extension" is kept as part of the stem, so the counter always fits.
+_MAX_SUFFIX = 16
+#: Counters tried before random suffixes, which keep the search short for a name
+#: rejected thousands of times.
+_MAX_COUNTER = 100
+
+
 def _free_name(folder: Path, name: str, sha256: str) -> Path:
-    target = folder / name
-    if not target.exists() and not target.is_symlink():
-        return target
+    """A name in ``folder`` that neither a file nor a reason file uses yet.
+
+    ``name`` itself, else ``stem.<sha256[:12]>.ext``, else a counter before the
+    extension. Only this orchestrator's single writer moves files here (one worker
+    process per shard, concurrency 1), so a name found free stays free until the move.
+    """
+    return next(folder / candidate for candidate in _candidates(name, sha256)
+                if not os.path.lexists(folder / candidate)
+                and not os.path.lexists(folder / f"{candidate}.reason.json"))
+
+
+def _candidates(name: str, sha256: str) -> Iterator[str]:
     stem, suffix = os.path.splitext(name)
-    return folder / f"{stem}.{(sha256 or format_ts(utc_now()))[:12].replace(':', '')}{suffix}"
+    if len(os.fsencode(suffix)) > _MAX_SUFFIX:
+        stem, suffix = name, ""
+    tag = f".{sha256[:12]}" if sha256 else ""
+    yield _fit(stem, suffix)
+    if tag:
+        yield _fit(stem, tag + suffix)
+    for counter in range(2, _MAX_COUNTER):
+        yield _fit(stem, f"{tag}.{counter}{suffix}")
+    while True:
+        yield _fit(stem, f"{tag}.{uuid.uuid4().hex[:12]}{suffix}")
+
+
+def _fit(stem: str, tail: str) -> str:
+    """``stem + tail``, the stem shortened until the name fits ``_MAX_NAME`` bytes."""
+    while len(os.fsencode(stem + tail)) > _MAX_NAME:
+        stem = stem[:-1]
+    return stem + tail
 
 
 def move_to_processed(workspace: Workspace, path: Path, sha256: str) -> Path:
+    """Move the file into ``processed/`` under a free name; returns where it went."""
     workspace.processed_dir.mkdir(parents=True, exist_ok=True)
     target = _free_name(workspace.processed_dir, path.name, sha256)
     os.replace(path, target)
@@ -397,6 +484,9 @@ def process(odb: OrchestratorDB, path: Path, embed: Embed, task: str) -> FileOut
     """One file through inspect, commit and finish; see the module docstring."""
     workspace, settings = odb.workspace, odb.memory.ingest
     inspected = inspect(path, workspace, settings, odb.memory.writeback.max_content_chars)
+    if isinstance(inspected, Rejection) and inspected.reason == CHANGED:
+        return _logged(odb, FileOutcome(path.name, "skipped", reason=CHANGED,
+                                        detail=inspected.detail))
     if isinstance(inspected, Parsed):
         with odb.read():
             earlier = manifest_for(inspected.sha256)
@@ -455,9 +545,32 @@ def _logged(odb: OrchestratorDB, outcome: FileOutcome) -> FileOutcome:
     return outcome
 
 
+def outside_workspace(workspace: Workspace) -> str | None:
+    """Why the ingest folders resolve outside the workspace, or None when they do not.
+
+    Checked before the scan creates or moves anything: with ``ingest/`` a symlink to
+    another folder, processed/ and rejected/ would be made, and files moved, there.
+    """
+    roots = workspace.allowed_roots()
+    for folder in (workspace.ingest_dir, workspace.processed_dir, workspace.rejected_dir):
+        canonical = os.path.realpath(folder)
+        if not is_within(canonical, roots):
+            return (f"{folder} resolves to {canonical}, outside the orchestrator's workspace; "
+                    "nothing there was read, moved or written")
+    return None
+
+
 def scan(odb: OrchestratorDB, embed: Embed, task: str) -> dict[str, Any]:
-    """Handle up to ``max_files_per_scan`` files of ingest/; returns counts and outcomes."""
+    """Handle up to ``max_files_per_scan`` files of ingest/; returns counts and outcomes.
+
+    Raises ScopeViolation (``outside_workspace: ...``, also a memory.log line) when the
+    ingest folders resolve outside the workspace; nothing is touched then.
+    """
     settings = odb.memory.ingest
+    refusal = outside_workspace(odb.workspace)
+    if refusal is not None:
+        odb.log.write("ingest_refused", reason="outside_workspace", detail=refusal)
+        raise ScopeViolation(f"outside_workspace: {refusal}")
     odb.workspace.ensure()
     settle_moves(odb)
     ready, later = discover(odb.workspace, settings)

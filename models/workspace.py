@@ -82,7 +82,13 @@ class Workspace:
         return self.memory_dir / "DISABLED.json"
 
     def ensure(self) -> None:
-        """Create the folder layout (idempotent)."""
+        """Create the folder layout (idempotent).
+
+        A folder that would resolve outside the workspace (below an ``ingest/`` that is a
+        symlink to elsewhere, say) is not created: nothing is ever made outside it, and
+        the ingest scan refuses such a folder with ``outside_workspace``.
+        """
+        roots = self.allowed_roots()
         for folder in (
             self.ingest_dir,
             self.processed_dir,
@@ -90,7 +96,8 @@ class Workspace:
             self.bulletins_dir,
             self.logs_dir,
         ):
-            folder.mkdir(parents=True, exist_ok=True)
+            if is_within(os.path.realpath(folder), roots):
+                folder.mkdir(parents=True, exist_ok=True)
 
     def allowed_roots(self) -> list[str]:
         return [os.path.realpath(p) for p in (self.runtime_root, *self.shared_paths)]

@@ -22,7 +22,8 @@ def ingest_scan(self: MemoryTask, orchestrator_id: str, payload: dict[str, Any])
     """Scan ``memory/ingest/``; returns counts (ingested, rejected, duplicate, repaired,
     skipped, remaining) and one entry per file. More files than one scan takes are left
     to a follow-up scan, published here. Raises MemoryDisabled when
-    ``memory.ingest.enabled`` is false for this orchestrator.
+    ``memory.ingest.enabled`` is false for this orchestrator, and ScopeViolation
+    (``outside_workspace``, logged) when the ingest folders resolve outside its workspace.
     """
 
     def body(odb: OrchestratorDB, key: str) -> dict[str, Any]:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from orchmem.config import MemoryDisabled, Settings
+from orchmem.config import MemoryDisabled, ScopeViolation, Settings
 from orchmem.models.database import Databases
 from orchmem.models.memlog import read_log
 from orchmem.models.schema import derive_id
@@ -36,6 +38,25 @@ def scan(app: OrchmemCelery, orch: str) -> dict[str, Any]:
 
 def by_file(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {f["file"]: f for f in result["files"]}
+
+
+def memory_log(settings: Settings, orch: str, event: str) -> list[dict[str, Any]]:
+    return [r for r in read_log(settings.runtime_root(orch) / "memory/logs/memory.log")
+            if r["event"] == event]
+
+
+def snapshot(folder: Path) -> dict[str, bytes | str]:
+    """Every entry below ``folder``: file bytes, or "<dir>" / "-> target" for the others."""
+    out: dict[str, bytes | str] = {}
+    for path in sorted(folder.rglob("*")):
+        name = str(path.relative_to(folder))
+        if path.is_symlink():
+            out[name] = f"-> {os.readlink(path)}"
+        elif path.is_dir():
+            out[name] = "<dir>"
+        else:
+            out[name] = path.read_bytes()
+    return out
 
 
 def test_md_txt_and_json_files_become_typed_memories_with_provenance(
@@ -122,16 +143,127 @@ def test_each_reason_code_is_produced_by_a_file_built_for_it(
     assert list_memories(Databases(settings).open(orch_id)) == []
 
 
+@pytest.mark.parametrize("linked", ["after_first_open", "before_first_open"])
 def test_a_symlinked_ingest_folder_is_outside_the_workspace(
-        app: OrchmemCelery, settings: Settings, orch_id: str, tmp_path: Path) -> None:
+        app: OrchmemCelery, settings: Settings, orch_id: str, tmp_path: Path,
+        linked: str) -> None:
     elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
-    memory = settings.runtime_root(orch_id) / "memory"
-    memory.mkdir(parents=True)
-    (memory / "ingest").symlink_to(elsewhere)
+    (elsewhere / "sub").mkdir(parents=True)
     (elsewhere / "secret.md").write_text("I prefer tea.")
-    result = by_file(scan(app, orch_id))
-    assert result["secret.md"]["reason"] == "outside_workspace"
+    (elsewhere / "report.pdf").write_bytes(b"%PDF-1.4")
+    (elsewhere / "sub" / "deeper.md").write_text("My name is Ada.")
+    before = snapshot(elsewhere)
+    ingest = settings.runtime_root(orch_id) / "memory" / "ingest"
+    if linked == "after_first_open":
+        Databases(settings).open(orch_id)
+        shutil.rmtree(ingest)
+    else:
+        # Creating the database lays out the workspace: nothing below the link.
+        ingest.parent.mkdir(parents=True)
+    ingest.symlink_to(elsewhere)
+    Databases(settings).open(orch_id)
+    assert snapshot(elsewhere) == before
+    _, pending = publish(app, INGEST_SCAN, orch_id, "ingest", {"idempotencyKey": "outside"})
+    refused = pending.get(timeout=TIMEOUT, propagate=False)
+    assert isinstance(refused, ScopeViolation)
+    assert str(refused).startswith("outside_workspace: ") and str(elsewhere) in str(refused)
+    assert snapshot(elsewhere) == before  # no processed/, rejected/, move or reason file
+    assert [r["reason"] for r in memory_log(settings, orch_id, "ingest_refused")] == [
+        "outside_workspace"]
+    assert memory_log(settings, orch_id, "ingest_file") == []
+    assert list_memories(Databases(settings).open(orch_id)) == []
+
+
+def test_same_named_files_rejected_in_turn_never_overwrite_each_other(
+        app: OrchmemCelery, settings: Settings, orch_id: str) -> None:
+    folder = ingest_dir(settings, orch_id)
+    bodies = [b"%PDF-1.4 first", b"%PDF-1.4 second", b"%PDF-1.4 third"]
+    for body in bodies:
+        (folder / "report.pdf").write_bytes(body)
+        assert by_file(scan(app, orch_id))["report.pdf"]["reason"] == "unsupported_extension"
+    rejected = folder / "rejected"
+    names = ["report.pdf", "report.2.pdf", "report.3.pdf"]
+    assert sorted(p.name for p in rejected.iterdir()) == sorted(
+        names + [f"{n}.reason.json" for n in names])
+    assert [(rejected / n).read_bytes() for n in names] == bodies
+    for name in names:
+        manifest = json.loads((rejected / f"{name}.reason.json").read_text())
+        assert manifest["file"] == "report.pdf"
+        assert manifest["reason"] == "unsupported_extension" and manifest["sha256"] is None
+
+
+def test_a_rejected_file_is_a_memory_log_line_with_its_reason(
+        app: OrchmemCelery, settings: Settings, orch_id: str) -> None:
+    folder = ingest_dir(settings, orch_id)
+    (folder / "broken.json").write_text('{"type": "Fact", "content": "cut')
+    scan(app, orch_id)
+    [line] = memory_log(settings, orch_id, "ingest_file")
+    assert line["file"] == "broken.json" and line["outcome"] == "rejected"
+    assert line["reason"] == "invalid_json" and line["detail"]
+    assert line["orchestratorId"] == orch_id and len(line["sha256"]) == 64
+
+
+def test_a_fifo_in_the_ingest_folder_is_rejected_without_blocking_the_worker(
+        app: OrchmemCelery, settings: Settings, orch_id: str) -> None:
+    folder = ingest_dir(settings, orch_id)
+    os.mkfifo(folder / "pipe.md")
+    (folder / "after.md").write_text("I prefer green tea.")
+    started = time.monotonic()
+    _, pending = publish(app, INGEST_SCAN, orch_id, "ingest", {"idempotencyKey": "fifo"})
+    result = by_file(dict(pending.get(timeout=30)))
+    assert time.monotonic() - started < 30
+    assert result["pipe.md"]["reason"] == "not_regular_file"
+    assert result["after.md"]["outcome"] == "ingested"
+    assert os.path.lexists(folder / "rejected" / "pipe.md")
+
+
+def test_json_edges_between_records_by_key_are_stored(
+        app: OrchmemCelery, settings: Settings, orch_id: str) -> None:
+    folder = ingest_dir(settings, orch_id)
+    (folder / "graph.json").write_text(json.dumps({"memories": [
+        {"type": "Goal", "content": "Ship the mobile app by June", "key": "goal"},
+        {"type": "Decision", "content": "Use React Native for the mobile app", "key": "rn"}],
+        "edges": [{"fromMemoryId": "rn", "toMemoryId": "goal", "edgeType": "CausedBy",
+                   "weight": 0.6}]}))
+    result = by_file(scan(app, orch_id))["graph.json"]
+    assert result["outcome"] == "ingested" and len(result["memoryIds"]) == 2
+    odb = Databases(settings).open(orch_id)
+    ids = {n.type.value: n.memory_id for n in list_memories(odb)}
+    with odb.bound():
+        rows = odb.db.execute_sql(
+            "SELECT from_memory_id, to_memory_id, edge_type, weight FROM memory_edges").fetchall()
+    assert rows == [(ids["Decision"], ids["Goal"], "CausedBy", 0.6)]
+
+
+def test_subfolders_of_the_ingest_folder_are_left_alone(
+        app: OrchmemCelery, settings: Settings, orch_id: str) -> None:
+    folder = ingest_dir(settings, orch_id)
+    (folder / "drafts" / "deep").mkdir(parents=True)
+    (folder / "drafts" / "todo.md").write_text("- [ ] call the venue")
+    (folder / "drafts" / "deep" / "facts.json").write_text(
+        json.dumps({"type": "Fact", "content": "The hall seats 600"}))
+    (folder / "top.md").write_text("I prefer window seats.")
+    before = snapshot(folder / "drafts")
+    result = scan(app, orch_id)
+    assert {f["file"] for f in result["files"]} == {"top.md"}
+    assert snapshot(folder / "drafts") == before
+    assert [n.content for n in list_memories(Databases(settings).open(orch_id))] == [
+        "I prefer window seats."]
+
+
+def test_decision_and_name_lines_of_a_document_become_decision_and_identity(
+        app: OrchmemCelery, settings: Settings, orch_id: str) -> None:
+    folder = ingest_dir(settings, orch_id)
+    (folder / "kickoff.md").write_text("# Kickoff notes\n\n"
+                                       "Decision: use Postgres for the billing service.\n\n"
+                                       "My name is Ada Lovelace.\n")
+    assert by_file(scan(app, orch_id))["kickoff.md"]["outcome"] == "ingested"
+    nodes = list_memories(Databases(settings).open(orch_id))
+    by_type = {n.type.value: n for n in nodes}
+    assert sorted(by_type) == ["Decision", "Identity"] and len(nodes) == 2
+    assert "use Postgres for the billing service" in by_type["Decision"].content
+    assert "Ada Lovelace" in by_type["Identity"].content
+    assert by_type["Identity"].source.source_type.value == "ingest_file"
 
 
 def test_the_same_file_dropped_twice_is_ingested_once(app: OrchmemCelery, settings: Settings,

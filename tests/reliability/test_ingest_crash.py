@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import random
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -34,7 +37,7 @@ def odb(tmp_path: Path) -> OrchestratorDB:
 
 
 @pytest.fixture
-def embed(embedder: Embedder):  # type: ignore[no-untyped-def]
+def embed(embedder: Embedder) -> Callable[[list[Proposed]], tuple[list[Proposed], str | None]]:
     def run(items: list[Proposed]) -> tuple[list[Proposed], str | None]:
         vectors = embedder.encode([p.memory.content for p in items])
         return [replace(p, vector=v) for p, v in zip(items, vectors, strict=True)], \
@@ -143,6 +146,41 @@ def test_crash_while_rejecting_is_finished_by_the_next_scan(
     result = scan(odb, embed, "test")
     assert result["files"][0]["reason"] == "invalid_json"
     assert (odb.workspace.rejected_dir / "bad.json.reason.json").exists()
+    assert not (odb.workspace.ingest_dir / "bad.json").exists()
+
+
+class OsDyingOnFileMove(ModuleType):
+    """``os`` as the ingest module sees it, dying when a file (not its reason) is moved."""
+
+    def __init__(self) -> None:
+        super().__init__("os")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(os, name)
+
+    def replace(self, src: Any, dst: Any) -> None:
+        if not str(dst).endswith(".reason.json"):
+            raise Crash()
+        os.replace(src, dst)
+
+
+def test_crash_between_the_reason_file_and_the_move_overwrites_nothing(
+        odb: OrchestratorDB, embed: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    (odb.workspace.ingest_dir / "bad.json").write_text("{not json")
+    monkeypatch.setattr(ingest_module, "os", OsDyingOnFileMove())
+    with pytest.raises(Crash):
+        scan(odb, embed, "test")
+    rejected = odb.workspace.rejected_dir
+    assert os.listdir(rejected) == ["bad.json.reason.json"]  # written, its file not moved
+    first = (rejected / "bad.json.reason.json").read_text()
+    monkeypatch.undo()
+    [outcome] = scan(odb, embed, "test")["files"]
+    assert outcome["reason"] == "invalid_json"
+    moved = f"bad.{outcome['sha256'][:12]}.json"
+    assert sorted(os.listdir(rejected)) == sorted(
+        ["bad.json.reason.json", moved, f"{moved}.reason.json"])
+    assert (rejected / "bad.json.reason.json").read_text() == first
+    assert (rejected / moved).read_text() == "{not json"
     assert not (odb.workspace.ingest_dir / "bad.json").exists()
 
 
