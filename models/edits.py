@@ -4,23 +4,32 @@ Memory changes only through these (and write-back reconciliation), each recorded
 ``memory_events`` row with before/after, reason, actor and idempotency key, and each
 idempotent by its key like every write.
 
-A hard forget erases: content and summary become empty (so the FTS row holds no
-tokens), the vector and every source row are deleted, subject and value cleared,
-status ``retracted``, and a tombstone event records that it happened, without the
-content. The WAL is checkpointed afterwards so the old pages leave the log file, and
-``secure_delete`` zeroes freed pages.
+A hard forget erases: content and summary become empty and the FTS index is merged
+(``optimize``), so no segment keeps its tokens; the vector and every source row are
+deleted, subject and value cleared, status ``retracted``. Words of the content also
+live on in the audit trail (the ``subject`` of its events, edge reasons such as
+"restates like:…"): every earlier event naming it loses its reason and its
+subject/value/content/summary/statement fields, every edge touching it loses its
+reason, and a memory that inherited its subject (a supersede by new content) keeps that
+subject only if its own words contain it. A tombstone event records the forget, without
+the content. The WAL is checkpointed afterwards so the old pages leave the log file
+(``secure_delete`` zeroes freed pages), and the finished entries of the client's
+outbox, whose payloads hold what was said, are erased the same way.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, TypeAdapter
 
-from orchmem.config import MemoryNotFound, MemoryValidationError
+from orchmem.config import MemoryNotFound, MemoryValidationError, StorageError
 
 from .database import OrchestratorDB
+from .outbox import Outbox, prune_done
 from .payloads import IdempotencyKey
 from .schema import (
     EdgeInput,
@@ -48,7 +57,9 @@ from .store import (
     insert_memory,
     set_status,
 )
-from .tables import MemoryRow, MemorySourceRow, TaskReceiptRow
+from .tables import MemoryEdgeRow, MemoryEventRow, MemoryRow, MemorySourceRow, TaskReceiptRow
+
+logger = logging.getLogger(__name__)
 
 Reason = Annotated[str, Field(strict=True, min_length=1, max_length=500)]
 Actor = Literal["user", "system", "extractor"]
@@ -123,23 +134,38 @@ def apply_edit(odb: OrchestratorDB, edit: Supersede | Retract | Link | Forget, *
     """
     with odb.write():
         stored = _done(key)
-        if stored is not None:
-            return stored
-        if isinstance(edit, Supersede):
-            result = _supersede(odb, edit, key)
-        elif isinstance(edit, Retract):
-            result = _retract(odb, edit, key)
-        elif isinstance(edit, Link):
-            result = _link(odb, edit, key)
-        else:
-            result = _forget(odb, edit, key)
-        result = {"ok": True, "task": task, "op": edit.op, "orchestratorId": odb.orchestrator_id,
-                  "idempotencyKey": key, **result}
-        finish_receipt(key, RECEIPT_DONE, result)
+        if stored is None:
+            if isinstance(edit, Supersede):
+                result = _supersede(odb, edit, key)
+            elif isinstance(edit, Retract):
+                result = _retract(odb, edit, key)
+            elif isinstance(edit, Link):
+                result = _link(odb, edit, key)
+            else:
+                result = _forget(odb, edit, key)
+            result = {"ok": True, "task": task, "op": edit.op,
+                      "orchestratorId": odb.orchestrator_id, "idempotencyKey": key, **result}
+            finish_receipt(key, RECEIPT_DONE, result)
     if isinstance(edit, Forget) and edit.hard:
-        # Move the erased pages out of the WAL (secure_delete has zeroed freed ones).
-        odb.sql("PRAGMA wal_checkpoint(TRUNCATE)")
-    return {**result, "duplicate": False}
+        # Also on a redelivery: the first delivery may have died before these ran.
+        _erase_leftovers(odb)
+    return stored if stored is not None else {**result, "duplicate": False}
+
+
+def _erase_leftovers(odb: OrchestratorDB) -> None:
+    """Move a hard forget's zeroed pages out of the WAL, and erase the finished outbox
+    entries (their payloads hold what was said)."""
+    odb.sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    outbox = Outbox(odb.workspace.outbox_path, odb.settings.worker.busy_timeout_ms)
+    try:
+        prune_done(outbox, odb, erase=True)
+    except StorageError as exc:
+        # The reconciler prunes them on its next run; the forget itself has committed.
+        logger.warning("outbox of %s not erased after a hard forget: %s",
+                       odb.orchestrator_id, exc)
+        odb.log.write("forget_outbox_failed", message=str(exc)[:300])
+    finally:
+        outbox.close()
 
 
 def _active(row: MemoryRow, op: str) -> None:
@@ -214,6 +240,7 @@ def _forget(odb: OrchestratorDB, edit: Forget, key: str) -> dict[str, Any]:
         odb.log.write("forget", memoryId=row.memory_id, hard=False, actor=edit.actor, key=key)
         return {"memoryIds": [row.memory_id], "hard": False}
     before = {"type": row.type, "status": row.status}
+    _release_subject(row)
     row.content = ""
     row.summary = ""
     row.subject = None
@@ -225,8 +252,50 @@ def _forget(odb: OrchestratorDB, edit: Forget, key: str) -> dict[str, Any]:
     row.save()
     MemorySourceRow.delete().where(MemorySourceRow.memory == row.memory_id).execute()
     delete_embedding(row.memory_id)
+    _scrub_audit(row.memory_id)
+    # Merging every segment drops the deleted tokens; until then they stay in the index.
+    odb.db.execute_sql("INSERT INTO memory_fts(memory_fts) VALUES ('optimize')")
     add_event("forget_hard", [row.memory_id], before=before,
               after={"status": Status.RETRACTED.value, "forgotten": True},
               reason=edit.reason, actor=edit.actor, key=key)
     odb.log.write("forget", memoryId=row.memory_id, hard=True, actor=edit.actor, key=key)
     return {"memoryIds": [row.memory_id], "hard": True}
+
+
+#: Event fields that carry words (or a hash) of a memory's content.
+CONTENT_FIELDS = frozenset({"subject", "value", "content", "summary", "statement"})
+_WORD = re.compile(r"\w+")
+
+
+def _without_content(text: str | None) -> str | None:
+    if text is None:
+        return None
+    data = json.loads(text)
+    if not isinstance(data, dict) or not CONTENT_FIELDS & data.keys():
+        return text
+    return json.dumps({k: v for k, v in data.items() if k not in CONTENT_FIELDS})
+
+
+def _scrub_audit(memory_id: str) -> None:
+    """Keep the audit trail of ``memory_id`` (ops, ids, actors, keys, times), not its words."""
+    # memory_ids is a JSON list of ids; the quoted id cannot match inside another id.
+    for event in MemoryEventRow.select().where(
+            MemoryEventRow.memory_ids.contains(f'"{memory_id}"')):
+        before, after = _without_content(event.before), _without_content(event.after)
+        if (before, after, event.reason) != (event.before, event.after, None):
+            event.before, event.after, event.reason = before, after, None
+            event.save()
+    (MemoryEdgeRow.update(reason=None)
+     .where((MemoryEdgeRow.from_memory == memory_id) | (MemoryEdgeRow.to_memory == memory_id))
+     .execute())
+
+
+def _release_subject(row: MemoryRow) -> None:
+    """Clear the subject other memories took from ``row`` without saying its words."""
+    if not row.subject or ":" not in row.subject:
+        return  # a broad subject ("prefer") names no words
+    words = set(_WORD.findall(row.subject.split(":", 1)[1].casefold()))
+    for other in MemoryRow.select().where(MemoryRow.subject == row.subject,
+                                          MemoryRow.memory_id != row.memory_id):
+        if not words <= set(_WORD.findall(other.content.casefold())):
+            MemoryRow.update(subject=None, value=None).where(MemoryRow.id == other.id).execute()

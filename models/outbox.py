@@ -7,6 +7,11 @@ is in ``memory.db`` and re-publishes the others once they are older than
 ``beat.outbox_republish_after_s``. A broker that is down, a Redis that loses its last
 second of AOF, a message lost on the way: each delays a write, none loses it. Keys
 are idempotency keys, so a re-publish of a write that did land changes nothing.
+
+Payloads hold the text of what was said, so a hard forget erases the entries that
+are done (:func:`prune_done` with ``erase``): freed pages are zeroed
+(``secure_delete``) and the WAL is checkpointed and truncated, so no copy is left in
+``outbox.db`` or its ``-wal``.
 """
 
 from __future__ import annotations
@@ -23,8 +28,9 @@ from peewee import DatabaseError
 
 from orchmem.config import StorageError
 
-from .database import GuardedSqliteDatabase
+from .database import GuardedSqliteDatabase, OrchestratorDB
 from .schema import format_ts, utc_now
+from .store import FINAL_RECEIPTS
 
 _DDL = """CREATE TABLE IF NOT EXISTS outbox (
     key TEXT PRIMARY KEY,
@@ -55,19 +61,29 @@ class Outbox:
         self._lock = threading.Lock()
         self._busy_timeout_ms = busy_timeout_ms
 
-    def _sql(self, query: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    def _connect(self) -> GuardedSqliteDatabase:
+        """This process's connection (call holding ``_lock``)."""
+        if self._db is None or self._db.owner_pid != os.getpid():
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = GuardedSqliteDatabase(
+                str(self.path), check_same_thread=False,
+                pragmas=[("journal_mode", "wal"),
+                         ("busy_timeout", self._busy_timeout_ms),
+                         ("synchronous", "FULL"),
+                         # Freed cells are zeroed: an erased payload leaves no text.
+                         ("secure_delete", 1)])
+            self._db.execute_sql(_DDL)
+        return self._db
+
+    def _sql(self, query: str, params: tuple[Any, ...] = (), *,
+             transaction: bool = True) -> list[tuple[Any, ...]]:
         with self._lock:
             try:
-                if self._db is None or self._db.owner_pid != os.getpid():
-                    self.path.parent.mkdir(parents=True, exist_ok=True)
-                    self._db = GuardedSqliteDatabase(
-                        str(self.path), check_same_thread=False,
-                        pragmas=[("journal_mode", "wal"),
-                                 ("busy_timeout", self._busy_timeout_ms),
-                                 ("synchronous", "FULL")])
-                    self._db.execute_sql(_DDL)
-                with self._db.atomic("IMMEDIATE"):
-                    return list(self._db.execute_sql(query, params).fetchall())
+                db = self._connect()
+                if not transaction:  # a checkpoint cannot run inside a transaction
+                    return list(db.execute_sql(query, params).fetchall())
+                with db.atomic("IMMEDIATE"):
+                    return list(db.execute_sql(query, params).fetchall())
             except (DatabaseError, OSError) as exc:
                 raise StorageError(f"outbox {self.path}: {exc}") from exc
 
@@ -95,10 +111,14 @@ class Outbox:
         cutoff = format_ts(utc_now() - timedelta(seconds=after_s))
         return [e for e in self.entries() if e.published_at is None or e.published_at < cutoff]
 
-    def remove(self, keys: list[str]) -> None:
+    def remove(self, keys: list[str], *, erase: bool = False) -> None:
+        """Delete these entries; ``erase`` also checkpoints the WAL and truncates it, so no
+        copy of their payloads is left in ``outbox.db`` or its ``-wal``."""
         if keys:
             self._sql(f"DELETE FROM outbox WHERE key IN ({','.join('?' * len(keys))})",
                       tuple(keys))
+        if erase:
+            self._sql("PRAGMA wal_checkpoint(TRUNCATE)", transaction=False)
 
     def close(self) -> None:
         with self._lock:
@@ -106,3 +126,20 @@ class Outbox:
                     not self._db.is_closed():
                 self._db.close()
             self._db = None
+
+
+def prune_done(outbox: Outbox, odb: OrchestratorDB, *, erase: bool = False) -> list[Entry]:
+    """Remove the entries whose receipt in ``odb`` is final; returns the ones left.
+
+    ``erase`` as in :meth:`Outbox.remove`. A missing outbox file is left missing.
+    Raises StorageError when the outbox cannot be read or written.
+    """
+    entries = outbox.entries()
+    keys = [e.key for e in entries]
+    final = {row[0] for row in odb.sql(
+        f"SELECT key FROM task_receipts WHERE key IN ({','.join('?' * len(keys))}) "
+        f"AND status IN ({','.join('?' * len(FINAL_RECEIPTS))})",
+        (*keys, *sorted(FINAL_RECEIPTS)))} if keys else set()
+    if final or (erase and outbox.path.exists()):
+        outbox.remove(sorted(final), erase=erase)
+    return [e for e in entries if e.key not in final]

@@ -10,6 +10,9 @@ For each proposed memory, inside the write transaction, in this order:
    into "the code is 3468"; a merge must never lose a fact.
 2. **Same subject, same value.** An active memory of the same type that fills the same
    exclusive slot (``subject``) with the same value is a restatement: reinforced.
+   Either way, a statement this memory already holds (the same words from the same
+   conversation, workflow run and step, or file: a transcript sent again under a new
+   key) changes nothing: no confidence, no source row, no event.
 3. **Same subject, another value.** The candidate is stored, then linked to each such
    older memory (for the broad subjects "prefer", "decision" and "instruction" only
    when their vectors are at cosine >= ``related_similarity``, so "I prefer tea" does
@@ -45,7 +48,7 @@ from .schema import (
     format_ts,
     utc_now,
 )
-from .store import add_event, insert_edge, insert_memory, reinforce, set_status
+from .store import add_event, insert_edge, insert_memory, reinforce, said_before, set_status
 from .tables import MemoryRow
 from .vectors import VectorIndex, dot
 
@@ -80,7 +83,7 @@ class Proposed:
 @dataclass
 class Outcome:
     memory_id: str
-    action: str  # created | reinforced
+    action: str  # created | reinforced | unchanged
     #: memoryIds that became superseded (the new one itself, if it was the older claim).
     superseded: list[str] = field(default_factory=list)
     #: (newer, older) pairs now joined by a Contradicts edge.
@@ -144,6 +147,8 @@ class Reconciler:
         self._position = position
         existing = self._duplicate(proposed) or self._restatement(proposed)
         if existing is not None:
+            if said_before(existing, memory):
+                return Outcome(existing.memory_id, "unchanged")
             reinforce(existing, memory, key=self.key)
             return Outcome(existing.memory_id, "reinforced")
         insert_memory(self.odb, memory_id, memory, key=self.key,

@@ -9,6 +9,7 @@ garbage-collected lands on the same ids instead of creating copies.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections.abc import Iterable, Sequence
@@ -214,12 +215,67 @@ def add_source(memory_id: str, src: Source, *, key: str | None, at: str | None =
     )
 
 
+def _place(src: Source) -> tuple[Any, ...]:
+    """Where a statement was made: its provenance without ``capturedBy``."""
+    return (src.source_type.value, src.conversation_id, src.workflow_run_id, src.step_id,
+            src.source_path)
+
+
+def _statement(src: Source, fingerprint: str) -> str:
+    """An opaque id of "these words, from this place" (no text of either is stored)."""
+    return hashlib.sha256(json.dumps([*_place(src), fingerprint]).encode()).hexdigest()[:32]
+
+
+def said_before(row: MemoryRow, memory: MemoryInput) -> bool:
+    """True when ``row`` already holds ``memory``'s statement: the same place (sourceType,
+    conversationId, workflowRunId, stepId, sourcePath) said the same normalized content.
+
+    A conversation sent again under a new key (an orchestrator that re-sends the whole
+    transcript each turn) must not count as new evidence. A source that names no place
+    (a manual note, a diagnostics finding without a run) is never a repeat: two such
+    notes are two acts, not one message seen twice.
+    """
+    src = memory.source
+    if src.conversation_id is None and src.workflow_run_id is None and src.step_id is None \
+            and src.source_path is None:
+        return False
+    columns: list[Any] = [MemorySourceRow.source_type, MemorySourceRow.conversation_id,
+                          MemorySourceRow.workflow_run_id, MemorySourceRow.step_id,
+                          MemorySourceRow.source_path]
+    same_place = [MemorySourceRow.memory == row.memory_id] + [
+        column.is_null() if value is None else column == value
+        for column, value in zip(columns, _place(src), strict=True)]
+    sources = list(MemorySourceRow.select(MemorySourceRow.id, MemorySourceRow.task_key)
+                   .where(*same_place).order_by(MemorySourceRow.id))
+    if not sources:
+        return False
+    fingerprint = content_fingerprint(memory.type.value, memory.content)
+    first = (MemorySourceRow.select(MemorySourceRow.id)
+             .where(MemorySourceRow.memory == row.memory_id)
+             .order_by(MemorySourceRow.id).first())
+    if fingerprint == row.fingerprint and first is not None and first.id == sources[0].id:
+        return True  # the words the memory was created from, from the place that said them
+    keys = sorted({s.task_key for s in sources if s.task_key})
+    if not keys:
+        return False
+    statement = _statement(src, fingerprint)
+    # memory_events has no index on the key: this scan runs only for a candidate whose
+    # place already reinforced this memory, never on the plain create/reinforce path.
+    earlier = (MemoryEventRow.select(MemoryEventRow.after)
+               .where(MemoryEventRow.op == "reinforce",
+                      MemoryEventRow.idempotency_key.in_(keys),
+                      MemoryEventRow.memory_ids.contains(f'"{row.memory_id}"')))
+    return any(json.loads(e.after or "{}").get("statement") == statement for e in earlier)
+
+
 def reinforce(row: MemoryRow, memory: MemoryInput, *, key: str) -> None:
     """Strengthen an existing memory restated by ``memory`` (inside a write transaction).
 
     Confidence moves halfway toward certainty by the new evidence's confidence
     (``c + (1 - c) * c_new / 2``), importance takes the higher of the two, and the
-    restatement is recorded as one more source row.
+    restatement is recorded as one more source row. The event keeps an opaque id of
+    the statement, which :func:`said_before` uses to recognize the same words from the
+    same place. Call :func:`said_before` first: a repeat must change nothing.
     """
     before = {"confidence": row.confidence, "importance": row.importance}
     gained = (1 - row.confidence) * memory.confidence / 2
@@ -229,8 +285,11 @@ def reinforce(row: MemoryRow, memory: MemoryInput, *, key: str) -> None:
     row.updated_at = format_ts(utc_now())
     row.save()
     add_source(row.memory_id, memory.source, key=key)
+    statement = _statement(memory.source,
+                           content_fingerprint(memory.type.value, memory.content))
     add_event("reinforce", [row.memory_id], before=before,
-              after={"confidence": row.confidence, "importance": row.importance},
+              after={"confidence": row.confidence, "importance": row.importance,
+                     "statement": statement},
               actor=memory.source.captured_by.value, key=key)
 
 

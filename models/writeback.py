@@ -40,8 +40,9 @@ def write_memories(
 
     ``memories`` are explicit MemoryInputs (``vectors`` beside them, optional) or
     Proposed items from an extractor. Returns the task result, also stored in the
-    receipt: ``memoryIds`` (in input order), ``created``, ``reinforced``,
-    ``superseded``, ``contradicted``, ``edgeIds``, ``embedded``, ``duplicate``.
+    receipt: ``memoryIds`` (in input order), ``created``, ``reinforced``, ``unchanged``
+    (memories that already held the statement from the same place), ``superseded``,
+    ``contradicted``, ``edgeIds``, ``embedded``, ``duplicate``.
     Raises MemoryValidationError for an edge naming an unknown key, MemoryNotFound or
     ScopeViolation for an edge to a memory this orchestrator does not have; then
     nothing of the request is written. ``also(result)`` runs inside the transaction,
@@ -63,6 +64,7 @@ def write_memories(
         ids: list[str] = []
         created: list[str] = []
         reinforced: list[str] = []
+        unchanged: list[str] = []
         superseded: list[str] = []
         contradicted: list[list[str]] = []
         local: dict[str, str] = {}
@@ -78,8 +80,10 @@ def write_memories(
                 created.append(outcome.memory_id)
                 if proposed.vector is not None:
                     new_vectors.append((outcome.memory_id, proposed.vector))
-            else:
+            elif outcome.action == "reinforced":
                 reinforced.append(outcome.memory_id)
+            else:
+                unchanged.append(outcome.memory_id)
             superseded += outcome.superseded
             contradicted += [list(pair) for pair in outcome.contradicted]
             if proposed.memory.key:
@@ -93,7 +97,7 @@ def write_memories(
                                         actor="system"))
         result = {"ok": True, "task": task, "orchestratorId": odb.orchestrator_id,
                   "idempotencyKey": key, "memoryIds": ids, "created": created,
-                  "reinforced": reinforced, "superseded": superseded,
+                  "reinforced": reinforced, "unchanged": unchanged, "superseded": superseded,
                   "contradicted": contradicted, "edgeIds": edge_ids, "embedded": embedded,
                   **(extra_result or {})}
         if also is not None:

@@ -28,7 +28,7 @@ from celery import shared_task
 from orchmem.config import MemoryCorrupt, MemoryNotFound, MemoryValidationError, OrchmemError
 from orchmem.models.database import OrchestratorDB, integrity_problem, known_orchestrators
 from orchmem.models.embedding import get_embedder
-from orchmem.models.outbox import Outbox
+from orchmem.models.outbox import Outbox, prune_done
 from orchmem.models.reembed import reembed_batch, remaining
 from orchmem.models.schema import format_ts, utc_now
 from orchmem.models.store import FINAL_RECEIPTS, release_dead_letter
@@ -219,25 +219,20 @@ def outbox_reconcile(self: MemoryTask, orchestrator_id: str,
         outbox = Outbox(odb.workspace.outbox_path, self.settings.worker.busy_timeout_ms)
         try:
             entries = outbox.entries()
-            keys = [e.key for e in entries]
-            final = {row[0] for row in odb.sql(
-                f"SELECT key FROM task_receipts WHERE key IN ({','.join('?' * len(keys))}) "
-                f"AND status IN ({','.join('?' * len(FINAL_RECEIPTS))})",
-                (*keys, *FINAL_RECEIPTS))} if keys else set()
-            outbox.remove(sorted(final))
+            pending = len(prune_done(outbox, odb))
+            pruned = len(entries) - pending
             republished = 0
             for entry in outbox.due(self.settings.beat.outbox_republish_after_s):
                 self.app.send_task(entry.task, kwargs={"orchestrator_id": orchestrator_id,
                                                        "payload": entry.payload})
                 outbox.mark_published(entry.key)
                 republished += 1
-            pending = len(entries) - len(final)
         finally:
             outbox.close()
         result = {"ok": True, "task": self.name, "orchestratorId": orchestrator_id,
-                  "pruned": len(final), "republished": republished, "pending": pending}
-        if final or republished:
-            odb.log.write("outbox_reconcile", pruned=len(final), republished=republished,
+                  "pruned": pruned, "republished": republished, "pending": pending}
+        if pruned or republished:
+            odb.log.write("outbox_reconcile", pruned=pruned, republished=republished,
                           pending=pending)
         return result
 

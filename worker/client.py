@@ -116,6 +116,12 @@ class MemoryClient:
 
     ``settings`` default to :func:`load_settings` (``orchmem.toml`` / ``ORCHMEM_*``).
     ``app`` and ``databases`` may be shared by several clients of one process.
+
+    The constructor raises, for errors in the caller's set-up: ``MemoryValidationError``
+    (also a ``ValueError``) when ``orchestrator_id`` does not match
+    ``^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`` (it becomes a path and a queue name), and
+    ``ConfigError`` when the settings (``orchmem.toml``, ``ORCHMEM_*``, or this
+    orchestrator's overrides) are invalid. It opens no file and no connection.
     """
 
     def __init__(self, orchestrator_id: str, settings: Settings | None = None, *,
@@ -298,23 +304,54 @@ class MemoryClient:
 
     def supersede(self, memory_id: str, *, by: str | None = None, content: str | None = None,
                   reason: str | None = None) -> WriteHandle:
-        """Replace a memory by another one (``by``) or by new ``content``."""
+        """Replace a memory by another one (``by``, a memoryId) or by new ``content``.
+
+        The old memory becomes ``superseded`` with an ``Updates`` edge from its
+        replacement. Returns a :class:`WriteHandle` at once; never raises: a request
+        that cannot be published (memory disabled, a bad idempotency key, an outbox
+        that cannot be written, a broker that is down) gives ``ok=False`` with the
+        reason in ``error`` (``outboxed`` says whether it will still be sent). What the
+        worker finds (an unknown memory, neither or both of ``by`` and ``content``) is
+        in ``handle.wait()``'s result.
+        """
         payload = {"op": "supersede", "memoryId": memory_id, "by": by, "content": content,
                    "reason": reason}
         return self._publish(EDIT, "edit", {k: v for k, v in payload.items() if v is not None})
 
     def retract(self, memory_id: str, reason: str) -> WriteHandle:
+        """Mark a memory ``retracted`` (kept for the audit trail, left out of recall).
+
+        Returns a :class:`WriteHandle`; never raises: a refused request gives
+        ``ok=False`` with the reason in ``error`` (see :meth:`supersede`).
+        """
         return self._publish(EDIT, "edit", {"op": "retract", "memoryId": memory_id,
                                             "reason": reason})
 
     def link(self, from_id: str, to_id: str, edge_type: str, *, weight: float = 1.0,
              reason: str | None = None) -> WriteHandle:
+        """Add an edge ``from_id -> to_id`` of ``edge_type`` (RelatedTo, Updates,
+        Contradicts, CausedBy or PartOf) with ``weight`` 0..1.
+
+        Returns a :class:`WriteHandle`; never raises: a request that cannot be published
+        gives ``ok=False`` with the reason in ``error`` (see :meth:`supersede`); an
+        unknown memory or edge type, or a weight out of range, is reported by the worker
+        in ``handle.wait()``'s result.
+        """
         payload = {"op": "link", "fromMemoryId": from_id, "toMemoryId": to_id,
                    "edgeType": edge_type, "weight": weight, "reason": reason}
         return self._publish(EDIT, "edit", {k: v for k, v in payload.items() if v is not None})
 
     def forget(self, memory_id: str, *, hard: bool = False,
                reason: str | None = None) -> WriteHandle:
+        """Forget a memory: soft (``retracted``, history kept) or ``hard`` (erased).
+
+        A hard forget empties its content and summary, deletes its vector and sources,
+        strips its words from the audit trail (event subjects, edge reasons) and from
+        the FTS index, and erases the finished entries of this orchestrator's outbox,
+        whose payloads hold what was said; one tombstone event remains.
+        Returns a :class:`WriteHandle`; never raises: a refused request gives
+        ``ok=False`` with the reason in ``error`` (see :meth:`supersede`).
+        """
         payload = {"op": "forget", "memoryId": memory_id, "hard": hard, "reason": reason}
         return self._publish(EDIT, "edit", {k: v for k, v in payload.items() if v is not None})
 
@@ -424,6 +461,10 @@ class MemoryClient:
         ``purpose`` is "selector" (choosing a workflow), "step" (a workflow step) or
         "diagnostics" (an investigation: more memories, with their provenance). Pass the
         message's ``bulletin`` to avoid building it twice.
+
+        Never raises for memory's own failures (they become ``warnings``), but raises
+        ``ValueError`` for any other ``purpose``: that is a bug in the caller, not a
+        condition to degrade around.
         """
         limits = self.memory.context
         top_n = {"selector": limits.selector_top_n, "step": limits.step_top_n,

@@ -9,6 +9,7 @@ from orchmem_testing import WorkerProcess, free_port
 
 from orchmem.config import Settings
 from orchmem.models.memlog import read_log
+from orchmem.tasks.writeback import WRITEBACK
 from orchmem.worker.app import OrchmemCelery, create_app
 from orchmem.worker.client import MemoryClient
 
@@ -25,6 +26,32 @@ def test_a_recall_sees_this_clients_previous_write(app: OrchmemCelery, settings:
         bundle = client.recall(f"locker {i} code")  # no sleep: the recall waits for it
         assert handle.ok and bundle.nodes[0].memory.content == f"Locker {i} code is {1000 + i}"
         assert not bundle.warnings
+
+
+def outbox_bytes(client: MemoryClient) -> bytes:
+    path = client.outbox.path
+    files = [path, path.with_name(path.name + "-wal")]
+    return b"".join(f.read_bytes() for f in files if f.exists()).lower()
+
+
+@pytest.mark.usefixtures("worker")
+def test_a_hard_forget_erases_the_finished_outbox_entries_that_said_it(
+        app: OrchmemCelery, orch_id: str, settings: Settings) -> None:
+    client = MemoryClient(orch_id, settings, app=app)
+    written = client.write_back(transcript={"conversationId": "c1", "messages": [
+        {"role": "user", "text": "I like hiking in the Alps."}]})
+    result = written.wait(60)
+    assert result is not None and result["ok"]
+    [memory_id] = result["created"]
+    assert b"hiking" in outbox_bytes(client)  # kept until the reconciler prunes it
+    # A request published but not committed yet must stay: it may still need re-sending.
+    client.outbox.record("wb-still-in-flight", WRITEBACK, {"memories": []})
+    client.outbox.mark_published("wb-still-in-flight")
+    forgot = client.forget(memory_id, hard=True, reason="user asked")
+    assert forgot.ok and (forgot.wait(60) or {}).get("ok")
+    assert [e.key for e in client.outbox.entries()] == ["wb-still-in-flight"]
+    raw = outbox_bytes(client)
+    assert b"hiking" not in raw and b"alps" not in raw
 
 
 def test_bulletin_falls_back_to_the_last_snapshot_then_to_empty(isolated: Any) -> None:

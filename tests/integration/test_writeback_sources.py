@@ -5,9 +5,12 @@ All on the real worker, real Redis, real SQLite and the real MiniLM model.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
+from orchmem_testing import make_settings
 
 from orchmem.config import MemoryValidationError, ScopeViolation, Settings
 from orchmem.models import fts, vectors
@@ -16,8 +19,9 @@ from orchmem.models.embedding import Embedder
 from orchmem.models.history import history
 from orchmem.models.memlog import read_log
 from orchmem.models.recall import recall
-from orchmem.models.schema import Status, derive_id
+from orchmem.models.schema import MemoryInput, Status, derive_id, validate
 from orchmem.models.store import list_memories
+from orchmem.models.writeback import write_memories
 from orchmem.tasks.edits import EDIT
 from orchmem.tasks.writeback import WRITEBACK
 from orchmem.worker.app import OrchmemCelery
@@ -120,6 +124,44 @@ def test_the_same_transcript_twice_changes_nothing_the_second_time(
             events_before
 
 
+def counts(odb: OrchestratorDB) -> tuple[int, ...]:
+    """Memories, sources and events in the file, and the sum of confidences."""
+    with odb.bound():
+        sql = odb.db.execute_sql
+        return (sql("SELECT count(*) FROM memories").fetchone()[0],
+                sql("SELECT count(*) FROM memory_sources").fetchone()[0],
+                sql("SELECT count(*) FROM memory_events").fetchone()[0],
+                sql("SELECT round(sum(confidence), 9) FROM memories").fetchone()[0])
+
+
+def test_a_transcript_sent_again_under_a_new_key_changes_nothing(
+        app: OrchmemCelery, settings: Settings, orch_id: str) -> None:
+    # An orchestrator that re-sends the whole conversation each turn, with a new key.
+    said = transcript("c-r", ("user", "I prefer aisle seats."),
+                      ("user", "I really prefer aisle seats!"))
+    first = run(app, WRITEBACK, orch_id, {**said, "idempotencyKey": f"{orch_id}-turn-1"})
+    [memory_id] = first["created"]
+    assert first["reinforced"] == [memory_id]  # the second message, in other words
+    odb = db(settings, orch_id)
+    before = counts(odb)
+    again = run(app, WRITEBACK, orch_id, {**said, "idempotencyKey": f"{orch_id}-turn-2"})
+    assert not again["duplicate"]
+    assert (again["created"], again["reinforced"]) == ([], [])
+    assert again["unchanged"] == [memory_id, memory_id]
+    assert counts(odb) == before
+    # The same statement in another conversation is new evidence: reinforced, once.
+    elsewhere = transcript("c-other", ("user", "I prefer aisle seats."))
+    third = run(app, WRITEBACK, orch_id, {**elsewhere, "idempotencyKey": f"{orch_id}-turn-3"})
+    assert third["reinforced"] == [memory_id]
+    after_third = counts(odb)
+    assert after_third[:3] == (before[0], before[1] + 1, before[2] + 1)
+    assert after_third[3] > before[3]
+    fourth = run(app, WRITEBACK, orch_id, {**elsewhere, "idempotencyKey": f"{orch_id}-turn-4"})
+    assert fourth["unchanged"] == [memory_id] and counts(odb) == after_third
+    data = history(odb, memory_id)
+    assert [s["conversationId"] for s in data["sources"]] == ["c-r", "c-r", "c-other"]
+
+
 def test_a_near_duplicate_reinforces_instead_of_duplicating(
         app: OrchmemCelery, settings: Settings, orch_id: str) -> None:
     first = run(app, WRITEBACK, orch_id, transcript("c-a", ("user", "I prefer aisle seats.")))
@@ -131,6 +173,48 @@ def test_a_near_duplicate_reinforces_instead_of_duplicating(
     data = history(db(settings, orch_id), node.memory_id)
     assert [s["conversationId"] for s in data["sources"]] == ["c-a", "c-b"]
     assert [e["op"] for e in data["events"]] == ["create", "reinforce"]
+
+
+NEAR = ("The build server runs out of memory after 40 minutes of nightly integration tests",
+        "Build server ran out of memory after 40 minutes of nightly integration tests")
+
+
+def fact(content: str) -> dict[str, Any]:
+    return {"type": "Fact", "content": content,
+            "source": {"sourceType": "manual", "capturedBy": "user"}}
+
+
+def test_a_near_duplicate_without_a_subject_is_merged_by_its_embedding(
+        app: OrchmemCelery, settings: Settings, embedder: Embedder, orch_id: str) -> None:
+    cosine = float(np.dot(embedder.encode_one(NEAR[0]), embedder.encode_one(NEAR[1])))
+    assert settings.memory.writeback.dedup_similarity <= cosine < 0.99
+    [first] = run(app, WRITEBACK, orch_id, {"memories": [fact(NEAR[0])]})["created"]
+    second = run(app, WRITEBACK, orch_id, {"memories": [fact(NEAR[1])]})
+    assert second["created"] == [] and second["reinforced"] == [first]
+    data = history(db(settings, orch_id), first)
+    # Not the fingerprint path (other words) nor the subject path (none): the vectors.
+    assert data["memory"]["subject"] is None
+    assert [e["op"] for e in data["events"]] == ["create", "reinforce"]
+    # Control: the same wording with another number is as close, but a different fact.
+    other = NEAR[0].replace("40", "25")
+    assert float(np.dot(embedder.encode_one(NEAR[0]), embedder.encode_one(other))) > cosine
+    assert run(app, WRITEBACK, orch_id, {"memories": [fact(other)]})["created"]
+    assert len(active(settings, orch_id)) == 2
+
+
+def test_a_near_duplicate_is_kept_apart_when_dedup_similarity_is_one(
+        settings: Settings, embedder: Embedder, tmp_path: Path) -> None:
+    strict = make_settings(tmp_path, settings.broker_url,
+                           memory={"writeback": {"dedup_similarity": 1.0}})
+    odb = Databases(strict).open("strict-dedup")
+    assert odb is not None
+    for i, content in enumerate(NEAR):
+        memory = validate(MemoryInput, fact(content))
+        result = write_memories(odb, key=f"k{i}", task="t", memories=[memory],
+                                vectors=[embedder.encode_one(content)],
+                                embedder=embedder.version)
+        assert len(result["created"]) == 1 and result["reinforced"] == []
+    assert len(list_memories(odb)) == 2
 
 
 def test_a_changed_preference_supersedes_the_old_one_with_an_updates_edge(
@@ -246,3 +330,42 @@ def test_supersede_link_and_edit_errors(app: OrchmemCelery, settings: Settings,
         assert isinstance(value, error), (payload, value)
     log = read_log(odb.workspace.log_path)
     assert any(r["event"] == "task_failed" and r["error"] == "scope_violation" for r in log)
+
+
+def test_a_hard_forget_leaves_no_word_in_subjects_reasons_or_the_index(
+        app: OrchmemCelery, settings: Settings, orch_id: str) -> None:
+    [hiking] = run(app, WRITEBACK, orch_id, transcript(
+        "c1", ("user", "I like hiking in the Alps.")))["created"]
+    changed = run(app, WRITEBACK, orch_id, transcript(
+        "c2", ("user", "I no longer like hiking in the Alps.")))
+    [no_longer] = changed["created"]
+    assert changed["superseded"] == [hiking]
+    odb = db(settings, orch_id)
+    [edge] = history(odb, hiking)["edges"]
+    assert "alps" in edge["reason"]  # "restates like:hiking in alps"
+    run(app, EDIT, orch_id, {"op": "forget", "memoryId": hiking, "hard": True,
+                             "reason": "user asked to erase it"})
+    data = history(odb, hiking)
+    assert [e["op"] for e in data["events"]] == ["create", "supersede", "link", "forget_hard"]
+    assert all(e["reason"] is None for e in data["events"][:-1])
+    assert data["events"][-1]["reason"] == "user asked to erase it"
+    assert "subject" not in data["events"][0]["after"]
+    assert [e.get("reason") for e in data["edges"]] == [None]
+    # The newer memory says those words itself: it keeps them, and its subject.
+    kept = history(odb, no_longer)
+    assert kept["memory"]["content"] == "I no longer like hiking in the Alps."
+    assert kept["memory"]["subject"] == "like:hiking in alps"
+    # A replacement in other words inherits the subject; forgetting the memory that
+    # gave it takes the subject away too.
+    climbing = run(app, EDIT, orch_id, {"op": "supersede", "memoryId": no_longer,
+                                        "content": "These days I prefer climbing gyms"})[
+        "supersededBy"]
+    assert history(odb, climbing)["memory"]["subject"] == "like:hiking in alps"
+    run(app, EDIT, orch_id, {"op": "forget", "memoryId": no_longer, "hard": True})
+    assert history(odb, climbing)["memory"]["subject"] is None
+    assert history(odb, climbing)["memory"]["content"] == "These days I prefer climbing gyms"
+    odb.sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    files = [odb.workspace.db_path, odb.workspace.db_path.with_name("memory.db-wal")]
+    raw = b"".join(f.read_bytes() for f in files if f.exists()).lower()
+    for word in (b"alps", b"hiking", b"hike"):  # "hike": the FTS index's stemmed token
+        assert word not in raw, word

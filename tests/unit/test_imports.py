@@ -1,0 +1,153 @@
+"""Import rules of DESIGN.md: ``worker → tasks → models → config``, nothing done at import.
+
+Workers fork: a module that opened a database, loaded the model or connected to Redis
+when imported would hand the same connection to every child. The first test reads the
+source (every ``import``, lazy ones inside functions included); the second imports
+every module in a fresh interpreter and watches the file system, the network and the
+model.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PROJECT = Path(__file__).resolve().parents[2]
+PACKAGES = ("config", "models", "tasks", "worker", "examples")
+#: ``python -m orchmem.worker`` runs the CLI when imported: that is its job.
+RUNS_ON_IMPORT = frozenset({"orchmem.worker.__main__"})
+
+#: What each package must never import (orchmem packages, and third-party roots).
+FORBIDDEN: dict[str, frozenset[str]] = {
+    "config": frozenset({"orchmem.models", "orchmem.tasks", "orchmem.worker",
+                         "orchmem.examples", "celery", "kombu", "redis"}),
+    "models": frozenset({"orchmem.tasks", "orchmem.worker", "orchmem.examples", "celery",
+                         "kombu", "redis"}),
+    "tasks": frozenset({"orchmem.worker", "orchmem.examples"}),
+}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PROJECT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(["orchmem", *parts])
+
+
+def sources() -> list[Path]:
+    return sorted(p for package in PACKAGES for p in (PROJECT / package).rglob("*.py"))
+
+
+def imported_names(path: Path, source: str | None = None) -> set[str]:
+    """Absolute names of every module ``path`` imports, relative imports resolved."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    text = path.read_text(encoding="utf-8") if source is None else source
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(text, str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                target = node.module or ""
+            found.add(target)
+            # ``from orchmem import models`` imports orchmem.models.
+            found.update(f"{target}.{alias.name}" for alias in node.names)
+    return found
+
+
+def breaks(name: str, rule: frozenset[str]) -> bool:
+    return any(name == root or name.startswith(root + ".") for root in rule)
+
+
+def test_the_walk_finds_every_package() -> None:
+    names = {module_name(p) for p in sources()}
+    for package in PACKAGES:
+        assert f"orchmem.{package}" in names
+    assert "orchmem.models.store" in names and "orchmem.worker.client" in names
+
+
+def test_imports_point_down_worker_tasks_models_config() -> None:
+    wrong = []
+    for path in sources():
+        rule = FORBIDDEN.get(path.relative_to(PROJECT).parts[0])
+        if rule is None:
+            continue
+        wrong += [f"{path.relative_to(PROJECT)} imports {name}"
+                  for name in sorted(imported_names(path)) if breaks(name, rule)]
+    assert wrong == []
+
+
+def test_the_checker_sees_lazy_relative_and_type_only_imports() -> None:
+    path = PROJECT / "models" / "sample.py"
+    assert imported_names(path, "from .database import OrchestratorDB\n") == {
+        "orchmem.models.database", "orchmem.models.database.OrchestratorDB"}
+    for wrong in ("def f():\n    from celery import shared_task\n",
+                  "from ..worker import client\n",
+                  "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import redis\n",
+                  "from orchmem import tasks\n"):
+        assert any(breaks(n, FORBIDDEN["models"]) for n in imported_names(path, wrong)), wrong
+
+
+_CHILD = r"""
+import json, os, socket, sys
+
+attempts = []
+
+def refuse(name):
+    def method(self, *args, **kwargs):
+        attempts.append(f"{name}{args!r}")
+        raise OSError(f"no {name} at import time")
+    return method
+
+for name in ("connect", "connect_ex", "bind", "listen", "sendto"):
+    setattr(socket.socket, name, refuse(name))
+
+failed = {}
+for module in json.loads(sys.argv[1]):
+    try:
+        __import__(module)
+    except Exception as exc:
+        failed[module] = f"{type(exc).__name__}: {exc}"
+
+print(json.dumps({
+    "failed": failed,
+    "sockets": attempts,
+    # Not even imported, so no model can have been loaded.
+    "heavy": sorted(m for m in ("torch", "sentence_transformers", "transformers")
+                    if m in sys.modules),
+}))
+"""
+
+
+def test_importing_every_module_touches_no_file_socket_or_model(tmp_path: Path) -> None:
+    modules = sorted({module_name(p) for p in sources()} - RUNS_ON_IMPORT)
+    root, home, cwd = (tmp_path / d for d in ("root", "home", "cwd"))
+    for folder in (root, home, cwd):
+        folder.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHMEM_")}
+    env.update(ORCHMEM_ROOT=str(root), HOME=str(home), PYTHONDONTWRITEBYTECODE="1")
+    done = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(modules)], cwd=cwd,
+                          env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["failed"] == {}
+    assert report["sockets"] == []
+    assert report["heavy"] == []
+    for folder in (root, home, cwd):
+        assert list(folder.rglob("*")) == [], folder
+
+
+@pytest.mark.parametrize("module", sorted(RUNS_ON_IMPORT))
+def test_the_modules_left_out_are_entry_points(module: str) -> None:
+    path = PROJECT / Path(*module.split(".")[1:]).with_suffix(".py")
+    assert path.name == "__main__.py" and path.exists()
