@@ -83,6 +83,13 @@ class GuardedSqliteDatabase(SqliteDatabase):
         self._check_process()
         return super().begin(*args, **kwargs)
 
+    def rollback(self) -> None:
+        # After SQLITE_FULL or an I/O error SQLite has already rolled the transaction
+        # back; a second ROLLBACK would fail and its error would replace the real one.
+        if not self.is_closed() and not self.connection().in_transaction:
+            return
+        super().rollback()
+
 
 @dataclass
 class OrchestratorDB:

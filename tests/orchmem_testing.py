@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -126,6 +127,8 @@ class WorkerProcess:
     shards: list[int] | None = None
     extra_env: dict[str, str] = field(default_factory=dict)
     extra_args: list[str] = field(default_factory=list)
+    #: Run in the worker process before it execs (a resource limit, a dropped capability).
+    preexec: Callable[[], None] | None = None
     process: subprocess.Popen[bytes] | None = None
     log_path: Path | None = None
 
@@ -143,7 +146,7 @@ class WorkerProcess:
         args += ["--logfile", str(self.log_path), "--loglevel", "INFO"]
         self.process = subprocess.Popen(args, env=settings_env(self.settings, self.extra_env),
                                         stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
-                                        start_new_session=True)
+                                        start_new_session=True, preexec_fn=self.preexec)
         self.wait_ready(app or create_app(self.settings), timeout)
         return self
 

@@ -15,10 +15,12 @@ from orchmem_testing import WorkerProcess, distinct_texts, settings_env, wait_un
 
 from orchmem.worker.app import create_app
 from orchmem.worker.broker import EmbeddedRedis
-from orchmem.worker.client import MemoryClient
+from orchmem.worker.client import BROKER_BACKOFF_S, MemoryClient
 
 MANUAL = {"sourceType": "manual", "capturedBy": "user"}
 TOTAL = 1000
+#: The last publishes, well after the restart, must reach the broker directly.
+DIRECT_TAIL = 200
 
 
 def test_broker_killed_mid_stream_loses_no_accepted_write(isolated: Any) -> None:
@@ -35,6 +37,7 @@ def test_broker_killed_mid_stream_loses_no_accepted_write(isolated: Any) -> None
     texts = distinct_texts(TOTAL, seed=77)
     accepted: dict[str, list[tuple[str, str]]] = {o: [] for o in orchestrators}
     refused = outboxed = 0
+    direct: list[bool] = []  # per publish: True when it reached the broker at once
     try:
         for i, text in enumerate(texts):
             if i == TOTAL // 2:
@@ -44,10 +47,16 @@ def test_broker_killed_mid_stream_loses_no_accepted_write(isolated: Any) -> None
             if i == TOTAL // 2 + 150:
                 time.sleep(max(0.0, 3.0 - (time.monotonic() - down_at)))
                 broker = EmbeddedRedis.start(settings, port=broker.port)
+                up_at = time.monotonic()
+            if i == TOTAL - DIRECT_TAIL:
+                # A client that failed to publish leaves the broker alone for
+                # BROKER_BACKOFF_S: from then on it must publish directly again, by itself.
+                time.sleep(max(0.0, BROKER_BACKOFF_S + 1.0 - (time.monotonic() - up_at)))
             orch = orchestrators[i % 2]
             handle = clients[orch].write_back(
                 memories=[{"type": "Fact", "content": text, "source": MANUAL}],
                 idempotency_key=f"storm-{i}")
+            direct.append(handle.ok)
             if handle.ok or handle.outboxed:
                 accepted[orch].append((handle.key, text))
                 outboxed += not handle.ok
@@ -55,6 +64,9 @@ def test_broker_killed_mid_stream_loses_no_accepted_write(isolated: Any) -> None
                 refused += 1
         assert refused == 0  # every write was either published or kept in the outbox
         assert outboxed >= 100  # the outage was real: those waited in the outbox
+        # The clients reconnected by themselves: well after the restart every publish
+        # reached the broker at once, none went only to the outbox.
+        assert all(direct[-DIRECT_TAIL:]), direct[-DIRECT_TAIL:].count(False)
         assert sum(len(v) for v in accepted.values()) == TOTAL
 
         def stored(orch: str) -> list[str]:

@@ -3,16 +3,21 @@ disabled. A read-only or full file system gives clear errors and loses nothing."
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import json
 import os
+import resource
+import shutil
+import stat
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
-from celery.exceptions import TimeoutError as CeleryTimeout
 from orchmem_testing import WorkerProcess, distinct_texts, settings_env, wait_until
 
 from orchmem.config import MemoryCorrupt, MemoryDisabled, Settings
@@ -101,113 +106,217 @@ def test_each_kind_of_damage_is_detected_quarantined_and_disables_only_it(
     assert all(report[name]["status"] == "disabled" for name in DAMAGE)
 
 
-@pytest.fixture
-def tmpfs(tmp_path: Path) -> Iterator[Callable[..., Path]]:
-    mounted: list[Path] = []
+#: Set to 1 to run the read-only and full-disk tests on the simulation even where a
+#: tmpfs could be mounted (the fallback is then exercised on every machine).
+NO_MOUNT = os.environ.get("ORCHMEM_TEST_NO_MOUNT") == "1"
+_PR_CAPBSET_DROP = 24
+#: Capabilities that let root write whatever the mode bits say (capability.h).
+_CAP_DAC_OVERRIDE, _CAP_DAC_READ_SEARCH = 1, 2
 
-    def mount(name: str, size: str) -> Path:
+
+def _drop_dac_override() -> None:
+    """In a worker about to exec: without these in its bounding set, root's process
+    has no way past the mode bits, so chmod makes the folder read-only for it too."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    for cap in (_CAP_DAC_OVERRIDE, _CAP_DAC_READ_SEARCH):
+        if libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), f"prctl(PR_CAPBSET_DROP, {cap})")
+
+
+@dataclass
+class Storage:
+    """The folder an orchestrator's memory lives in, whose file system a test turns
+    read-only or full.
+
+    A tmpfs where this process may mount one (remounted ``ro`` or resized). Elsewhere
+    the same failures reach SQLite's real write path on an ordinary folder:
+
+    - read-only: every entry chmod 0555/0444; a worker started as root has
+      CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH dropped from its bounding set, since root
+      ignores mode bits otherwise (checked by a probe process before the test relies
+      on it);
+    - full: the worker runs with RLIMIT_FSIZE = ``size`` (soft; hard unlimited), so a
+      write past it fails with EFBIG ("disk I/O error" from SQLite); growing the disk
+      raises the limit of the running worker and its pool children with prlimit(2).
+    """
+
+    point: Path
+    failure: str  # "read-only" or "full"
+    size: int
+    tmpfs: bool
+    modes: dict[Path, int] = field(default_factory=dict)
+
+    def preexec(self) -> None:
+        """For the worker (WorkerProcess(preexec=...)); nothing on a tmpfs."""
+        if self.tmpfs:
+            return
+        if self.failure == "full":
+            resource.setrlimit(resource.RLIMIT_FSIZE, (self.size, resource.RLIM_INFINITY))
+        elif os.geteuid() == 0:
+            _drop_dac_override()
+
+    @property
+    def full_error(self) -> str:
+        """What the worker must report when a write does not fit: SQLite's SQLITE_FULL
+        and orchmem's hint on a tmpfs; SQLITE_IOERR_WRITE for EFBIG."""
+        return ("database or disk is full; the disk is full" if self.tmpfs
+                else "disk I/O error")
+
+    def read_only(self) -> None:
+        if self.tmpfs:
+            subprocess.run(["mount", "-o", "remount,ro", str(self.point)], check=True)
+            return
+        for path in [*sorted(self.point.rglob("*"), reverse=True), self.point]:
+            self.modes[path] = stat.S_IMODE(path.lstat().st_mode)
+            path.chmod(0o555 if path.is_dir() else 0o444)
+        probe = subprocess.run(
+            [sys.executable, "-c", "import sys; open(sys.argv[1], 'a')",
+             str(self.point / "probe")], preexec_fn=self.preexec, capture_output=True,
+            text=True)
+        if probe.returncode == 0 or "PermissionError" not in probe.stderr:
+            pytest.fail(f"the read-only simulation does not hold here: {probe.stderr}")
+
+    def writable(self) -> None:
+        if self.tmpfs:
+            subprocess.run(["mount", "-o", "remount,rw", str(self.point)], check=True)
+            return
+        for path, mode in self.modes.items():
+            path.chmod(mode)
+        self.modes.clear()
+
+    def grow(self, worker: WorkerProcess) -> None:
+        if self.tmpfs:
+            subprocess.run(["mount", "-o", f"remount,size={self.size * 64}", str(self.point)],
+                           check=True)
+            return
+        unlimited = (resource.RLIM_INFINITY, resource.RLIM_INFINITY)
+        assert worker.process is not None
+        # The parent first: a child it forks from now on inherits the new limit.
+        resource.prlimit(worker.process.pid, resource.RLIMIT_FSIZE, unlimited)
+        for pid in worker.pool_children():
+            with contextlib.suppress(ProcessLookupError):  # a child that just exited
+                resource.prlimit(pid, resource.RLIMIT_FSIZE, unlimited)
+
+
+def _mount_tmpfs(point: Path, size: int) -> bool:
+    if NO_MOUNT or shutil.which("mount") is None:
+        return False
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(point)],
+                          capture_output=True)
+    return done.returncode == 0
+
+
+@pytest.fixture
+def storage(tmp_path: Path) -> Iterator[Callable[[str, str, int], Storage]]:
+    made: list[Storage] = []
+
+    def make(name: str, failure: str, size: int) -> Storage:
         point = tmp_path / name
         point.mkdir()
-        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs",
-                               str(point)], capture_output=True)
-        if done.returncode != 0:
-            pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
-        mounted.append(point)
-        return point
+        made.append(Storage(point, failure, size, tmpfs=_mount_tmpfs(point, size)))
+        return made[-1]
 
-    yield mount
-    for point in mounted:
-        subprocess.run(["umount", "-l", str(point)], check=False)
-
-
-def _remount(point: Path, options: str) -> None:
-    subprocess.run(["mount", "-o", f"remount,{options}", str(point)], check=True)
+    yield make
+    for folder in made:
+        if folder.tmpfs:
+            subprocess.run(["umount", "-l", str(folder.point)], check=False)
+        else:
+            folder.writable()
 
 
-def _count(settings: Settings, orch: str) -> int:
-    """Count with a throwaway read-only connection (the test must not hold the file)."""
+def _contents(settings: Settings, orch: str) -> list[str]:
+    """The stored contents, sorted, read with a throwaway read-only connection (the test
+    must not hold the file)."""
     import sqlite3
 
     path = settings.runtime_root(orch) / "memory" / "memory.db"
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
     try:
-        return int(conn.execute("SELECT count(*) FROM memories").fetchone()[0])
+        return sorted(str(r[0]) for r in conn.execute("SELECT content FROM memories"))
     finally:
         conn.close()
 
 
+def _disabled(settings: Settings, orch: str) -> bool:
+    return (settings.runtime_root(orch) / "memory" / "DISABLED.json").exists()
+
+
 def test_a_read_only_folder_gives_a_clear_error_and_the_write_lands_later(
-        isolated: Any, tmpfs: Callable[..., Path]) -> None:
-    point = tmpfs("ro", "64m")
-    settings = isolated(shards=1, orchestrators={"frozen": {"runtime_root": str(point)}})
+        isolated: Any, storage: Callable[[str, str, int], Storage]) -> None:
+    folder = storage("ro", "read-only", 64 * 2**20)
+    settings = isolated(shards=1, orchestrators={"frozen": {"runtime_root": str(folder.point)}})
     app = create_app(settings)
-    worker = WorkerProcess(settings).start(app)
-    publish(app, WRITEBACK, "frozen", "wb", {"memories": [fact("before")]})[1].get(60)
-    worker.stop()  # a file system cannot turn read-only under open files: it is mounted so
-    _remount(point, "ro")
-    worker = WorkerProcess(settings).start(app)
+    worker = WorkerProcess(settings, preexec=folder.preexec).start(app)
+    assert publish(app, WRITEBACK, "frozen", "wb", {"memories": [fact("before")]})[1] \
+        .get(60)["ok"]
+    worker.stop()  # a file system cannot turn read-only under open files: it is made so
+    folder.read_only()  # while no worker runs
+    worker = WorkerProcess(settings, preexec=folder.preexec).start(app)
     try:
         _, pending = publish(app, WRITEBACK, "frozen", "wb", {"memories": [fact("during")]})
-        record = _wait_retry_any(settings, "frozen", ("readonly", "read-only", "Read-only"))
-        assert "read-only" in record["message"] or "readonly" in record["message"]
-        assert _count(settings, "frozen") == 1  # what was committed is still there
-        # The operator fixes the mount and restarts the worker (a process that opened
+        retry = _first_retry(settings, "frozen")
+        assert "StorageError" in retry and "attempt to write a readonly database" in retry
+        assert "the folder or file is read-only: fix its permissions" in retry, retry
+        assert not pending.ready()  # retried, not failed
+        assert _contents(settings, "frozen") == ["before"]  # what was committed is there
+        assert not _disabled(settings, "frozen")  # a storage error, not damage
+        # The operator fixes the folder and restarts the worker (a process that opened
         # the file read-only keeps it so): the retried write then lands.
         worker.stop()
-        _remount(point, "rw")
-        worker = WorkerProcess(settings).start(app)
+        folder.writable()
+        worker = WorkerProcess(settings, preexec=folder.preexec).start(app)
         assert pending.get(timeout=90)["ok"]
-        assert _count(settings, "frozen") == 2
+        assert _contents(settings, "frozen") == ["before", "during"]
     finally:
         worker.stop()
 
 
-def _wait_retry_any(settings: Settings, orch: str, needles: tuple[str, ...]) -> dict[str, Any]:
-    """While the folder is read-only the memory.log cannot be written either: the retry
-    shows in the worker log; return a record built from it."""
-    record: dict[str, Any] = {}
+def _first_retry(settings: Settings, orch: str) -> str:
+    """While the folder is read-only or full the memory.log cannot be written either: the
+    first retry of ``orch``'s task shows in the worker log, as Celery's line with the
+    exception that caused it (checked there, not in a path that happens to match)."""
 
-    def found() -> bool:
-        for path in (settings.root / "logs").glob("test-worker-*.log"):
-            for line in path.read_text(errors="replace").splitlines():
-                if "retry" in line.lower() and any(n in line for n in needles):
-                    record["message"] = line
-                    return True
-        return False
+    def retries() -> list[str]:
+        return [line for path in (settings.root / "logs").glob("test-worker-*.log")
+                for line in path.read_text(errors="replace").splitlines()
+                if "] retry: Retry in " in line and f"memory of {orch!r}" in line]
 
-    wait_until(found, timeout=60, message="the worker to report the read-only folder")
-    return record
+    return str(wait_until(retries, timeout=60, message=f"a retry of {orch}'s task")[0])
 
 
 def test_a_full_disk_gives_a_clear_error_loses_nothing_and_recovers(
-        isolated: Any, tmpfs: Callable[..., Path]) -> None:
-    point = tmpfs("full", "3m")
-    settings = isolated(shards=1, orchestrators={"cramped": {"runtime_root": str(point)}},
+        isolated: Any, storage: Callable[[str, str, int], Storage]) -> None:
+    folder = storage("full", "full", 3 * 2**20)
+    settings = isolated(shards=1, orchestrators={"cramped": {"runtime_root": str(folder.point)}},
                         memory={"writeback": {"max_memories_per_task": 2000}})
     app = create_app(settings)
-    worker = WorkerProcess(settings).start(app)
+    worker = WorkerProcess(settings, preexec=folder.preexec).start(app)
     try:
-        stored = 0
+        stored: list[str] = []
         pending = None
+        pending_texts: list[str] = []
         for batch in range(40):
-            texts = distinct_texts(200, seed=100 + batch)
+            texts = [t * 3 for t in distinct_texts(200, seed=100 + batch)]
             _, result = publish(app, WRITEBACK, "cramped", "wb",
-                                {"memories": [fact(t * 3) for t in texts]})
-            try:
-                value = result.get(timeout=20, propagate=False)
-            except CeleryTimeout:  # retrying on a full disk
-                value = None
-            if isinstance(value, dict) and value.get("ok"):
-                stored += 200
+                                {"memories": [fact(t) for t in texts]})
+            # Done, or retrying: a full disk is a storage error, retried with backoff.
+            state = wait_until(lambda r=result: r.state in ("SUCCESS", "FAILURE", "RETRY")
+                               and r.state, timeout=120, message="the batch to finish or retry")
+            if state == "SUCCESS" and result.get()["ok"]:
+                stored += texts
                 continue
-            pending = result
+            pending, pending_texts = result, texts
             break
-        assert pending is not None, "the 3 MB file system never filled up"
-        _wait_retry_any(settings, "cramped", ("full", "disk"))
-        assert _count(settings, "cramped") == stored  # nothing committed was lost
-        _remount(point, "size=200m")
+        assert pending is not None, f"the {folder.size}-byte disk never filled up"
+        assert stored, "not even one batch fitted"
+        retry = _first_retry(settings, "cramped")
+        assert "StorageError" in retry and folder.full_error in retry, retry
+        assert not pending.ready()  # retried, not failed
+        assert _contents(settings, "cramped") == sorted(stored)  # nothing committed lost
+        assert not _disabled(settings, "cramped")
+        folder.grow(worker)
         assert pending.get(timeout=120)["ok"]
-        assert _count(settings, "cramped") == stored + 200
+        assert _contents(settings, "cramped") == sorted(stored + pending_texts)
         odb = Databases(settings).open("cramped")
         assert odb is not None and odb.sql("PRAGMA integrity_check")[0][0] == "ok"
     finally:

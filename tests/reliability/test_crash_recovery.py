@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import signal
 import sqlite3
 import threading
 import time
+from collections import Counter
 from typing import Any
 
 from orchmem_testing import WorkerProcess, distinct_texts, receipt, wait_until
@@ -171,20 +173,51 @@ def test_a_task_that_kills_its_worker_every_time_is_dead_lettered_after_3(
         worker.stop()
 
 
+#: The line MemoryTask.guarded logs per task, under Celery's worker log format, whose
+#: processName is the pool child's (billiard numbers each child it forks anew).
+_TASK_LINE = re.compile(r"INFO/(ForkPoolWorker-\d+)\] task=\S+ orchestrator=\S+ "
+                        r"outcome=(\S+) duration_ms=\S+ id=(\S+)")
+
+
 def test_children_recycled_after_each_task_never_reuse_a_connection(isolated: Any) -> None:
     settings = isolated(shards=1, worker={"max_tasks_per_child": 2})
     app = create_app(settings)
     worker = WorkerProcess(settings).start(app)
+    pids: set[int] = set()
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            pids.update(worker.pool_children())
+            time.sleep(0.02)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
     try:
         results = [publish(app, WRITEBACK, "recycled", "wb", {"memories": [fact(t)]})[1]
                    for t in distinct_texts(6, seed=2)]
-        assert all(r.get(timeout=240)["ok"] for r in results)
-        workers = {app.backend.get_task_meta(r.id).get("worker") for r in results}
-        assert len(workers) == 1
-        log = worker.log()
-        assert "must not cross fork" not in log
+        values = [r.get(timeout=240) for r in results]
     finally:
+        stop.set()
+        sampler.join()
         worker.stop()
+    assert all(v["ok"] and not v["duplicate"] for v in values)
+    assert len(pids) >= 3, f"pool children seen: {sorted(pids)}"
+    assert worker.log_path is not None
+    log = worker.log_path.read_text(errors="replace")
+    ran_in = {task_id: (child, outcome) for child, outcome, task_id in _TASK_LINE.findall(log)}
+    assert set(ran_in) >= {r.id for r in results}
+    assert all(ran_in[r.id][1] == "ok" for r in results)
+    per_child = Counter(ran_in[r.id][0] for r in results)
+    # Six tasks, at most two per child: at least three children ran them, each using the
+    # database its parent never opened, and none a connection from before its fork.
+    assert len(per_child) >= 3 and max(per_child.values()) <= 2, per_child
+    assert "must not cross fork" not in log and "Traceback" not in log
+    odb = Databases(settings).open("recycled")
+    assert odb is not None
+    with odb.bound():
+        assert odb.db.execute_sql("SELECT count(*) FROM memories").fetchone()[0] == 6
+    assert odb.sql("PRAGMA integrity_check")[0][0] == "ok"
 
 
 def test_replaying_writes_and_ingests_after_a_restart_changes_nothing(isolated: Any) -> None:

@@ -3,9 +3,13 @@ broker password, Flower auth (tests/integration/test_operations.py) and pickle."
 
 from __future__ import annotations
 
+import os
 import pickle
 import random
 import sqlite3
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,37 +28,109 @@ from orchmem.worker.app import OrchmemCelery
 from orchmem.worker.broker import EmbeddedRedis
 from orchmem.worker.client import MemoryClient
 from orchmem.worker.publish import publish
-from orchmem.worker.routing import queue_for, queue_name, shard_for
+from orchmem.worker.routing import queue_for, shard_for
 
 MANUAL = {"sourceType": "manual", "capturedBy": "user"}
 HOSTILE_IDS = ["../x", "../../etc/passwd", "/abs/path", "a\x00b", "x" * 1024, "or\u0441h",
                "\uff4frch", "a b", ".hidden", "-flag", "", "a/b", "\\\\server", "CON\n"]
 
 
+def _tree(top: Path) -> dict[str, tuple[str, int, int]]:
+    """Every entry under ``top`` (relative path -> kind, size, mtime), symlinks unfollowed."""
+    entries = {}
+    for path in [top, *top.rglob("*")]:
+        info = path.lstat()
+        kind = "dir" if path.is_dir() and not path.is_symlink() else "other"
+        entries[str(path.relative_to(top))] = (kind, info.st_size, info.st_mtime_ns)
+    return entries
+
+
 @pytest.mark.parametrize("hostile", HOSTILE_IDS)
 def test_hostile_ids_are_refused_before_a_folder_or_a_queue_is_touched(
-        settings: Settings, hostile: str) -> None:
-    before = {p.name for p in (settings.root / "orchestrators").glob("*")} \
-        if (settings.root / "orchestrators").exists() else set()
+        settings: Settings, isolated: Any, tmp_path: Path, hostile: str) -> None:
+    # A root of its own (the session broker, no worker writing there), so nothing in
+    # tmp_path changes legitimately: the whole tree around the root is compared, which
+    # also covers what "../x" or "../../etc/passwd" would reach from orchestrators/.
+    own = isolated(broker_url=settings.broker_url)
+    assert own.root.parent == tmp_path
+    (own.root / "orchestrators" / "existing").mkdir(parents=True)
+    # Where the id would lead from orchestrators/ if it were used as a path; an absolute
+    # id leaves tmp_path, so that place is checked by itself.
+    target = Path(os.path.abspath(own.root / "orchestrators" / hostile))
+    escapes = not target.is_relative_to(tmp_path)
+    existed = escapes and _lexists(target)
+    before = _tree(tmp_path)
     with pytest.raises(MemoryValidationError):
-        queue_for(settings, hostile)
-    client_error = None
+        queue_for(own, hostile)
+    with pytest.raises(MemoryValidationError):
+        MemoryClient(hostile, own)
+    with pytest.raises(MemoryValidationError):
+        Databases(own).open(hostile)
+    assert _tree(tmp_path) == before
+    assert not escapes or existed or not _lexists(target)
+
+
+def _lexists(path: Path) -> bool:
     try:
-        MemoryClient(hostile, settings)
-    except MemoryValidationError as exc:
-        client_error = exc
-    assert client_error is not None
-    with pytest.raises(MemoryValidationError):
-        Databases(settings).open(hostile)
-    after = {p.name for p in (settings.root / "orchestrators").glob("*")} \
-        if (settings.root / "orchestrators").exists() else set()
-    assert after == before
+        return os.path.lexists(path)
+    except (OSError, ValueError):  # a name too long or with a NUL byte: nothing there
+        return False
+
+
+class _PathAudit:
+    """Records the path of every open, sqlite3.connect, listdir, scandir and mkdir this
+    process makes while a watch is on, in any thread. An audit hook cannot be removed:
+    it is installed once and returns at once while no watch is on."""
+
+    events = frozenset({"open", "sqlite3.connect", "os.listdir", "os.scandir", "os.mkdir"})
+    installed = False
+    seen: list[tuple[str, Any]] | None = None
+
+    @classmethod
+    def hook(cls, event: str, args: tuple[Any, ...]) -> None:
+        seen = cls.seen
+        if seen is not None and event in cls.events and args:
+            seen.append((event, args[0]))
+
+    @classmethod
+    @contextmanager
+    def watch(cls) -> Iterator[list[tuple[str, str]]]:
+        """(event, real absolute path) pairs, filled in when the block ends."""
+        if not cls.installed:
+            sys.addaudithook(cls.hook)
+            cls.installed = True
+        raw: list[tuple[str, Any]] = []
+        paths: list[tuple[str, str]] = []
+        cls.seen = raw
+        try:
+            yield paths
+        finally:
+            cls.seen = None
+        for event, target in raw:
+            if isinstance(target, (str, bytes, os.PathLike)):
+                name = os.fsdecode(target)
+                if name.startswith("file:"):  # an SQLite URI
+                    name = name.removeprefix("file:").split("?", 1)[0]
+                paths.append((event, os.path.realpath(name)))
+
+
+def _inside(path: str, folder: Path) -> bool:
+    top = os.path.realpath(folder)
+    return path == top or path.startswith(top + os.sep)
+
+
+def _ids_on_different_shards(settings: Settings) -> tuple[str, str]:
+    owner = unique_id("owner")
+    while True:
+        intruder = unique_id("intruder")
+        if shard_for(settings, intruder) != shard_for(settings, owner):
+            return owner, intruder
 
 
 @pytest.mark.usefixtures("worker")
 def test_a_thousand_forged_cross_orchestrator_attempts_are_all_denied_and_logged(
         app: OrchmemCelery, settings: Settings) -> None:
-    owner, intruder = unique_id("owner"), unique_id("intruder")
+    owner, intruder = _ids_on_different_shards(settings)
     b_ids = publish(app, WRITEBACK, owner, "wb", {"memories": [
         {"type": "Fact", "content": f"secret {i} of the owner", "source": MANUAL}
         for i in range(5)]})[1].get(timeout=60)["memoryIds"]
@@ -64,41 +140,51 @@ def test_a_thousand_forged_cross_orchestrator_attempts_are_all_denied_and_logged
     client = MemoryClient(intruder, settings, app=app)
     owner_file = str(settings.runtime_root(owner) / "memory" / "memory.db")
     rng = random.Random(4)
-    forged_queue = next(queue_name(settings, s) for s in range(settings.shards)
-                        if s != shard_for(settings, owner))
+    # The intruder's own queue: a task for the owner sent where the intruder's worker
+    # takes it.
+    forged_queue = queue_for(settings, intruder)
+    assert forged_queue != queue_for(settings, owner)
     raw = Celery("forger", broker=settings.broker_url, backend=settings.broker_url,
                  set_as_current=False)
     raw.conf.update(task_serializer="json", accept_content=["json"],
                     result_accept_content=["json"])
     results: list[Any] = []
     denied_locally = 0
-    for i in range(1000):
-        kind = i % 5
-        if kind == 0:  # recall naming the other orchestrator
-            bundle = client.recall("secret", orchestrator_id=owner)
-            denied_locally += bundle.nodes == [] and "may not recall" in bundle.warnings[0]
-        elif kind == 1:  # recall restricted to the other orchestrator's memoryIds
-            bundle = client.recall("secret", memory_ids=[rng.choice(b_ids)])
-            denied_locally += bundle.nodes == [] and bool(bundle.warnings)
-        elif kind == 2:  # an edit of the other orchestrator's memory, on our own queue
-            results.append(publish(app, EDIT, intruder, "edit", {
-                "op": rng.choice(["retract", "forget"]), "memoryId": rng.choice(b_ids),
-                "reason": "forged", "idempotencyKey": f"forged-edit-{i}"})[1])
-        elif kind == 3:  # the other orchestrator's file as a source
-            results.append(publish(app, WRITEBACK, intruder, "wb", {"memories": [{
-                "type": "Fact", "content": f"forged {i}", "source": {
-                    "sourceType": "ingest_file", "capturedBy": "user",
-                    "sourcePath": owner_file}}], "idempotencyKey": f"forged-src-{i}"})[1])
-        else:  # a task for the owner pushed onto another shard's queue
-            results.append(raw.send_task(WRITEBACK, kwargs={
-                "orchestrator_id": owner, "payload": {"memories": [
-                    {"type": "Fact", "content": f"planted {i}", "source": MANUAL}]}},
-                queue=forged_queue, routing_key=forged_queue))
+    with _PathAudit.watch() as touched:
+        for i in range(1000):
+            kind = i % 5
+            if kind == 0:  # recall naming the other orchestrator
+                bundle = client.recall("secret", orchestrator_id=owner)
+                denied_locally += bundle.nodes == [] and "may not recall" in bundle.warnings[0]
+            elif kind == 1:  # recall restricted to the other orchestrator's memoryIds
+                bundle = client.recall("secret", memory_ids=[rng.choice(b_ids)])
+                denied_locally += bundle.nodes == [] and bool(bundle.warnings)
+            elif kind == 2:  # an edit of the other orchestrator's memory, on our own queue
+                results.append(publish(app, EDIT, intruder, "edit", {
+                    "op": rng.choice(["retract", "forget"]), "memoryId": rng.choice(b_ids),
+                    "reason": "forged", "idempotencyKey": f"forged-edit-{i}"})[1])
+            elif kind == 3:  # the other orchestrator's file as a source
+                results.append(publish(app, WRITEBACK, intruder, "wb", {"memories": [{
+                    "type": "Fact", "content": f"forged {i}", "source": {
+                        "sourceType": "ingest_file", "capturedBy": "user",
+                        "sourcePath": owner_file}}], "idempotencyKey": f"forged-src-{i}"})[1])
+            else:  # a task for the owner pushed onto the intruder's queue
+                results.append(raw.send_task(WRITEBACK, kwargs={
+                    "orchestrator_id": owner, "payload": {"memories": [
+                        {"type": "Fact", "content": f"planted {i}", "source": MANUAL}]}},
+                    queue=forged_queue, routing_key=forged_queue))
     assert denied_locally == 400
     for result in results:
         assert isinstance(result.get(timeout=120, propagate=False), ScopeViolation)
-    rows = sqlite3.connect(owner_file).execute(
-        "SELECT content, status FROM memories ORDER BY content").fetchall()
+    # A's process never opened, listed or connected to anything of B's: not its file,
+    # not its folder (the watch sees this very check open that file, below).
+    owner_folder = settings.runtime_root(owner)
+    assert touched, "the audit hook saw nothing at all"
+    assert [t for t in touched if _inside(t[1], owner_folder)] == []
+    with _PathAudit.watch() as control:
+        rows = sqlite3.connect(owner_file).execute(
+            "SELECT content, status FROM memories ORDER BY content").fetchall()
+    assert ("sqlite3.connect", os.path.realpath(owner_file)) in control
     assert rows == [(f"secret {i} of the owner", "active") for i in range(5)]
     intruder_db = settings.runtime_root(intruder) / "memory" / "memory.db"
     leaked = sqlite3.connect(intruder_db).execute(
