@@ -20,9 +20,9 @@ from _harness import emit, percentiles, redis_server, settings_for, temp_root, w
 from recall_latency import PEOPLE, QUESTIONS, THINGS, build
 
 from orchmem.models.bulletin import build as build_bulletin
-from orchmem.models.database import Databases
 from orchmem.models.embedding import get_embedder
 from orchmem.models.schema import utc_now
+from orchmem.models.storage.database import Databases
 from orchmem.worker.app import create_app
 from orchmem.worker.client import MemoryClient
 
@@ -47,7 +47,7 @@ def main() -> None:
             assert odb is not None
             if odb.meta("bench_size") != str(size):
                 build(databases, orch, size, embedder, seed=size)
-                from orchmem.models.store import set_meta
+                from orchmem.models.storage.events import set_meta
 
                 with odb.write():
                     set_meta("bench_size", str(size))

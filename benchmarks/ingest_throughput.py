@@ -17,8 +17,8 @@ import time
 
 from _harness import emit, redis_server, settings_for, temp_root, worker_process
 
-from orchmem.models.database import Databases
-from orchmem.models.store import stats
+from orchmem.models.storage.database import Databases
+from orchmem.models.storage.stats import stats
 from orchmem.tasks.ingest import INGEST_SCAN
 from orchmem.tasks.writeback import WRITEBACK
 from orchmem.worker.app import create_app

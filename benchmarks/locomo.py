@@ -27,10 +27,10 @@ from _harness import emit, temp_root
 
 from orchmem.config import load_settings
 from orchmem.config.settings import RetrievalSettings
-from orchmem.models.database import Databases
 from orchmem.models.embedding import get_embedder
 from orchmem.models.recall import recall
 from orchmem.models.schema import MemoryInput, validate
+from orchmem.models.storage.database import Databases
 from orchmem.models.writeback import write_memories
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "bench" / "data" / "locomo7.json"

@@ -21,10 +21,10 @@ from pathlib import Path
 from _harness import emit, percentiles, temp_root
 
 from orchmem.config import load_settings
-from orchmem.models.database import Databases
 from orchmem.models.embedding import get_embedder
 from orchmem.models.recall import recall
 from orchmem.models.schema import MemoryInput, validate
+from orchmem.models.storage.database import Databases
 from orchmem.models.writeback import write_memories
 
 PEOPLE = ["Alice", "Bob", "Chen", "Dana", "Emeka", "Farah", "Giulia", "Hiro", "Ines", "Jonas",
@@ -73,7 +73,7 @@ def first_recall_in_fresh_process(root: Path, orch: str) -> float:
     code = (
         "import time; t = time.perf_counter()\n"
         "from orchmem.config import load_settings\n"
-        "from orchmem.models.database import Databases\n"
+        "from orchmem.models.storage.database import Databases\n"
         "from orchmem.models.recall import recall\n"
         f"s = load_settings(environ={{}}, root={str(root)!r})\n"
         f"recall({orch!r}, 'What does Alice prefer?', databases=Databases(s))\n"
@@ -101,7 +101,7 @@ def main() -> None:
             if databases.open(orch).meta("bench_size") != str(size):
                 build_s = build(databases, orch, size, embedder, seed=size)
                 with databases.open(orch).write():  # type: ignore[union-attr]
-                    from orchmem.models.store import set_meta
+                    from orchmem.models.storage.events import set_meta
                     set_meta("bench_size", str(size))
             else:
                 build_s = 0.0

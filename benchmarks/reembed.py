@@ -16,10 +16,10 @@ import time
 from _harness import emit, temp_root
 
 from orchmem.config import load_settings
-from orchmem.models.database import Databases
 from orchmem.models.embedding import get_embedder
 from orchmem.models.reembed import reembed_batch, remaining
 from orchmem.models.schema import MemoryInput, validate
+from orchmem.models.storage.database import Databases
 from orchmem.models.writeback import write_memories
 
 WORDS = ("invoice meeting budget launch client server deploy review travel dentist "

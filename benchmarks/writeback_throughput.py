@@ -16,8 +16,8 @@ import time
 
 from _harness import emit, percentiles, redis_server, settings_for, temp_root, worker_process
 
-from orchmem.models.database import Databases
 from orchmem.models.schema import parse_ts
+from orchmem.models.storage.database import Databases
 from orchmem.tasks.writeback import WRITEBACK
 from orchmem.worker.app import create_app
 from orchmem.worker.publish import publish

@@ -28,9 +28,9 @@ from typing import Any
 
 from orchmem.config.settings import BulletinSettings
 
-from .database import OrchestratorDB
 from .schema import format_ts, parse_ts
-from .tables import META_EVENT_WATERMARK
+from .storage.database import OrchestratorDB
+from .storage.tables import META_EVENT_WATERMARK
 
 SECTIONS = ("knowledge_summary", "active_goals", "open_todos", "recent_decisions",
             "preference_profile", "conflicts_and_uncertainties")

@@ -28,8 +28,6 @@ from pydantic import Field, TypeAdapter
 
 from orchmem.config import MemoryNotFound, MemoryValidationError, StorageError
 
-from .database import OrchestratorDB
-from .outbox import Outbox, prune_done
 from .payloads import IdempotencyKey
 from .schema import (
     EdgeInput,
@@ -47,17 +45,20 @@ from .schema import (
     utc_now,
     validate,
 )
-from .store import (
-    FINAL_RECEIPTS,
-    RECEIPT_DONE,
-    add_event,
-    delete_embedding,
-    finish_receipt,
-    insert_edge,
-    insert_memory,
-    set_status,
+from .storage.database import OrchestratorDB
+from .storage.edges import insert_edge
+from .storage.events import add_event
+from .storage.memories import insert_memory, set_status
+from .storage.outbox import Outbox, prune_done
+from .storage.receipts import FINAL_RECEIPTS, RECEIPT_DONE, finish_receipt
+from .storage.tables import (
+    MemoryEdgeRow,
+    MemoryEventRow,
+    MemoryRow,
+    MemorySourceRow,
+    TaskReceiptRow,
 )
-from .tables import MemoryEdgeRow, MemoryEventRow, MemoryRow, MemorySourceRow, TaskReceiptRow
+from .storage.vectors import delete_embedding
 
 logger = logging.getLogger(__name__)
 

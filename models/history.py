@@ -7,10 +7,11 @@ from typing import Any
 
 from orchmem.config import MemoryNotFound
 
-from .database import OrchestratorDB
 from .schema import check_memory_id
-from .store import edges_touching, row_to_edge, row_to_node
-from .tables import MemoryEventRow, MemoryRow, MemorySourceRow
+from .storage.database import OrchestratorDB
+from .storage.edges import edges_touching, row_to_edge
+from .storage.memories import row_to_node
+from .storage.tables import MemoryEventRow, MemoryRow, MemorySourceRow
 
 
 def history(odb: OrchestratorDB, memory_id: str) -> dict[str, Any]:

@@ -49,7 +49,6 @@ from pydantic import Field
 from orchmem.config import IngestRejected, MemoryNotFound, MemoryValidationError, ScopeViolation
 from orchmem.config.settings import IngestSettings
 
-from .database import OrchestratorDB
 from .extraction import extract_document
 from .reconcile import Proposed
 from .schema import (
@@ -60,8 +59,9 @@ from .schema import (
     utc_now,
     validate,
 )
-from .store import add_event
-from .tables import IngestManifestRow
+from .storage.database import OrchestratorDB
+from .storage.events import add_event
+from .storage.tables import IngestManifestRow
 from .workspace import Workspace, is_within
 from .writeback import write_memories
 

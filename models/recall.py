@@ -22,8 +22,7 @@ from typing import Any, Literal
 from orchmem.config import EmbeddingError, MemoryValidationError, ScopeViolation
 from orchmem.config.settings import RetrievalSettings
 
-from . import fts, vectors
-from .database import Databases, OrchestratorDB
+from . import textquery
 from .embedding import get_embedder
 from .memlog import MemoryLog
 from .ranking import Features, Ranked, fuse
@@ -41,8 +40,11 @@ from .schema import (
     parse_ts,
     utc_now,
 )
-from .store import row_to_edge, row_to_node
-from .tables import MemoryEdgeRow, MemoryRow, MemorySourceRow
+from .storage import fts, vectors
+from .storage.database import Databases, OrchestratorDB
+from .storage.edges import row_to_edge
+from .storage.memories import row_to_node
+from .storage.tables import MemoryEdgeRow, MemoryRow, MemorySourceRow
 from .workspace import Workspace
 
 Mode = Literal["hybrid", "vector", "text"]
@@ -171,7 +173,7 @@ def recall(
     check_scope(databases, orchestrator_id, requester, memory_ids)
     type_values = _check_types(types)
     odb = databases.open(orchestrator_id, create=False)
-    text = fts.clean_text(query)
+    text = textquery.clean_text(query)
     if odb is None:
         return _empty(orchestrator_id, text, mode, started, "this orchestrator has no memory yet")
     params = params or odb.memory.retrieval

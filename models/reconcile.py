@@ -36,7 +36,6 @@ import numpy as np
 
 from orchmem.config.settings import WritebackSettings
 
-from .database import OrchestratorDB
 from .extraction import Candidate, subject_of
 from .schema import (
     CapturedBy,
@@ -48,9 +47,12 @@ from .schema import (
     format_ts,
     utc_now,
 )
-from .store import add_event, insert_edge, insert_memory, reinforce, said_before, set_status
-from .tables import MemoryRow
-from .vectors import VectorIndex, dot
+from .storage.database import OrchestratorDB
+from .storage.edges import insert_edge
+from .storage.events import add_event
+from .storage.memories import insert_memory, reinforce, said_before, set_status
+from .storage.tables import MemoryRow
+from .storage.vectors import VectorIndex, dot
 
 #: Subjects too broad to link on their own: the vectors must agree as well.
 BROAD_SUBJECTS = frozenset({"prefer", "decision", "instruction"})

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from .database import OrchestratorDB
 from .embedding import Embedder
-from .store import store_embeddings
+from .storage.database import OrchestratorDB
+from .storage.vectors import store_embeddings
 
 _STALE = """
     FROM memories m LEFT JOIN memory_embeddings e ON e.memory_id = m.memory_id

@@ -16,12 +16,13 @@ import numpy as np
 
 from orchmem.config import MemoryValidationError
 
-from .database import OrchestratorDB
 from .reconcile import Proposed, Reconciler
 from .schema import EdgeInput, MemoryInput, derive_id
-from .store import FINAL_RECEIPTS, RECEIPT_DONE, finish_receipt, insert_edge, store_embeddings
-from .tables import MemoryRow, TaskReceiptRow
-from .vectors import index_for
+from .storage.database import OrchestratorDB
+from .storage.edges import insert_edge
+from .storage.receipts import FINAL_RECEIPTS, RECEIPT_DONE, finish_receipt
+from .storage.tables import MemoryRow, TaskReceiptRow
+from .storage.vectors import index_for, store_embeddings
 
 
 def write_memories(

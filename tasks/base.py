@@ -38,12 +38,12 @@ from orchmem.config import (
     StorageError,
     check_orchestrator_id,
 )
-from orchmem.models.database import Databases, OrchestratorDB, quarantine
 from orchmem.models.memlog import MemoryLog
 from orchmem.models.payloads import key_of
-from orchmem.models.store import (
+from orchmem.models.storage.database import Databases, OrchestratorDB, quarantine
+from orchmem.models.storage.deadletters import dead_letter
+from orchmem.models.storage.receipts import (
     RECEIPT_DONE,
-    dead_letter,
     finish_receipt,
     record_delivery,
     reject_task,

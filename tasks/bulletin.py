@@ -10,8 +10,8 @@ from typing import Any
 from celery import shared_task
 
 from orchmem.models.bulletin import build
-from orchmem.models.database import OrchestratorDB
 from orchmem.models.schema import utc_now
+from orchmem.models.storage.database import OrchestratorDB
 
 from .base import MemoryTask
 

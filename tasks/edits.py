@@ -7,9 +7,9 @@ from typing import Any
 from celery import shared_task
 
 from orchmem.config import MemoryNotFound
-from orchmem.models.database import OrchestratorDB
 from orchmem.models.edits import EDIT_ADAPTER, apply_edit
 from orchmem.models.schema import validate_with
+from orchmem.models.storage.database import OrchestratorDB
 
 from .base import MemoryTask
 

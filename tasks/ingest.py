@@ -7,9 +7,9 @@ from typing import Any
 from celery import shared_task
 
 from orchmem.config import MemoryDisabled
-from orchmem.models.database import OrchestratorDB
 from orchmem.models.ingest import scan
 from orchmem.models.reconcile import Proposed
+from orchmem.models.storage.database import OrchestratorDB
 
 from .base import MemoryTask, complete
 from .writeback import embed_proposals

@@ -26,13 +26,14 @@ from typing import Any
 from celery import shared_task
 
 from orchmem.config import MemoryCorrupt, MemoryNotFound, MemoryValidationError, OrchmemError
-from orchmem.models.database import OrchestratorDB, integrity_problem, known_orchestrators
 from orchmem.models.embedding import get_embedder
-from orchmem.models.outbox import Outbox, prune_done
 from orchmem.models.reembed import reembed_batch, remaining
 from orchmem.models.schema import format_ts, utc_now
-from orchmem.models.store import FINAL_RECEIPTS, release_dead_letter
-from orchmem.models.tables import META_EVENT_WATERMARK, TaskReceiptRow
+from orchmem.models.storage.database import OrchestratorDB, integrity_problem, known_orchestrators
+from orchmem.models.storage.deadletters import release_dead_letter
+from orchmem.models.storage.outbox import Outbox, prune_done
+from orchmem.models.storage.receipts import FINAL_RECEIPTS
+from orchmem.models.storage.tables import META_EVENT_WATERMARK, TaskReceiptRow
 
 from .base import MemoryTask, complete
 from .bulletin import BULLETIN

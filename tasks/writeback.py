@@ -9,13 +9,13 @@ from typing import Any
 from celery import shared_task
 
 from orchmem.config import EmbeddingError, MemoryValidationError
-from orchmem.models.database import OrchestratorDB
 from orchmem.models.embedding import get_embedder
 from orchmem.models.extraction import load_extractor
 from orchmem.models.payloads import WritebackRequest
 from orchmem.models.proposals import build
 from orchmem.models.reconcile import Proposed
 from orchmem.models.schema import validate
+from orchmem.models.storage.database import OrchestratorDB
 from orchmem.models.writeback import write_memories
 
 from .base import MemoryTask

@@ -15,8 +15,8 @@ from celery import Celery, signals
 from kombu import Queue
 
 from orchmem.config import Settings
-from orchmem.models.database import Databases
 from orchmem.models.embedding import get_embedder
+from orchmem.models.storage.database import Databases
 from orchmem.tasks.maintenance import FANOUT
 
 from .broker import broker_url as resolve_broker_url

@@ -37,13 +37,14 @@ from orchmem.config import (
     load_settings,
 )
 from orchmem.models.bulletin import Bulletin
-from orchmem.models.database import Databases
 from orchmem.models.memlog import MemoryLog
-from orchmem.models.outbox import Outbox
 from orchmem.models.recall import RecallBundle, check_scope, recall
 from orchmem.models.schema import MemoryNode, format_ts, utc_now
-from orchmem.models.store import FINAL_RECEIPTS, row_to_node
-from orchmem.models.tables import MemoryRow
+from orchmem.models.storage.database import Databases
+from orchmem.models.storage.memories import row_to_node
+from orchmem.models.storage.outbox import Outbox
+from orchmem.models.storage.receipts import FINAL_RECEIPTS
+from orchmem.models.storage.tables import MemoryRow
 from orchmem.tasks.bulletin import BULLETIN
 from orchmem.tasks.edits import EDIT
 from orchmem.tasks.ingest import INGEST_SCAN

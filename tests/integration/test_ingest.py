@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from orchmem.config import MemoryDisabled, ScopeViolation, Settings
-from orchmem.models.database import Databases
 from orchmem.models.memlog import read_log
 from orchmem.models.schema import derive_id
-from orchmem.models.store import list_memories
+from orchmem.models.storage.database import Databases
+from orchmem.models.storage.memories import list_memories
 from orchmem.tasks.ingest import INGEST_SCAN
 from orchmem.worker.app import OrchmemCelery
 from orchmem.worker.publish import publish

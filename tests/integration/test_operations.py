@@ -20,11 +20,11 @@ import pytest
 from orchmem_testing import WorkerProcess, distinct_texts, free_port, settings_env, wait_until
 
 from orchmem.config import MemoryDisabled, Settings
-from orchmem.models.database import Databases
 from orchmem.models.embedding import get_embedder, resolve_model_path
 from orchmem.models.recall import recall
 from orchmem.models.reembed import remaining
 from orchmem.models.schema import MemoryInput, validate
+from orchmem.models.storage.database import Databases
 from orchmem.models.writeback import write_memories
 from orchmem.tasks.maintenance import FANOUT
 from orchmem.tasks.writeback import WRITEBACK

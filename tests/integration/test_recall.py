@@ -9,12 +9,12 @@ import pytest
 from orchmem_testing import make_settings
 
 from orchmem.config import MemoryValidationError, ScopeViolation
-from orchmem.models.database import Databases, OrchestratorDB
 from orchmem.models.embedding import Embedder
 from orchmem.models.memlog import read_log
 from orchmem.models.recall import recall
 from orchmem.models.schema import EdgeInput, MemoryInput, derive_id, validate
-from orchmem.models.tables import MemoryRow
+from orchmem.models.storage.database import Databases, OrchestratorDB
+from orchmem.models.storage.tables import MemoryRow
 from orchmem.models.writeback import write_memories
 
 MANUAL = {"sourceType": "manual", "capturedBy": "user"}

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 
 from orchmem.config import Settings
-from orchmem.models.database import Databases
 from orchmem.models.embedding import Embedder
 from orchmem.models.memlog import read_log
 from orchmem.models.recall import recall
 from orchmem.models.reembed import remaining
 from orchmem.models.schema import MemoryInput, validate
+from orchmem.models.storage.database import Databases
 from orchmem.models.writeback import write_memories
 from orchmem.tasks.maintenance import REEMBED
 from orchmem.worker.app import OrchmemCelery

@@ -11,10 +11,11 @@ import pytest
 from orchmem_testing import make_settings
 
 from orchmem.config import MemoryNotFound, MemoryValidationError, ScopeViolation, StorageError
-from orchmem.models.database import Databases
 from orchmem.models.schema import EdgeInput, MemoryInput, derive_id, validate
-from orchmem.models.store import list_memories, stats
-from orchmem.models.tables import SCHEMA_VERSION
+from orchmem.models.storage.database import Databases
+from orchmem.models.storage.memories import list_memories
+from orchmem.models.storage.stats import stats
+from orchmem.models.storage.tables import SCHEMA_VERSION
 from orchmem.models.writeback import write_memories
 
 MANUAL = {"sourceType": "manual", "capturedBy": "user"}

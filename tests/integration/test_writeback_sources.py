@@ -13,14 +13,14 @@ import pytest
 from orchmem_testing import make_settings
 
 from orchmem.config import MemoryValidationError, ScopeViolation, Settings
-from orchmem.models import fts, vectors
-from orchmem.models.database import Databases, OrchestratorDB
 from orchmem.models.embedding import Embedder
 from orchmem.models.history import history
 from orchmem.models.memlog import read_log
 from orchmem.models.recall import recall
 from orchmem.models.schema import MemoryInput, Status, derive_id, validate
-from orchmem.models.store import list_memories
+from orchmem.models.storage import fts, vectors
+from orchmem.models.storage.database import Databases, OrchestratorDB
+from orchmem.models.storage.memories import list_memories
 from orchmem.models.writeback import write_memories
 from orchmem.tasks.edits import EDIT
 from orchmem.tasks.writeback import WRITEBACK

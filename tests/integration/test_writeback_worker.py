@@ -9,9 +9,9 @@ from celery import Celery
 from orchmem_testing import unique_id, wait_until
 
 from orchmem.config import MemoryValidationError, ScopeViolation, Settings
-from orchmem.models.database import Databases
 from orchmem.models.memlog import read_log
-from orchmem.models.store import list_memories
+from orchmem.models.storage.database import Databases
+from orchmem.models.storage.memories import list_memories
 from orchmem.tasks.writeback import WRITEBACK
 from orchmem.worker.app import OrchmemCelery
 from orchmem.worker.publish import publish

@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 from orchmem_testing import WorkerProcess, distinct_texts, settings_env
 
-from orchmem.models.database import Databases
 from orchmem.models.memlog import read_log
 from orchmem.models.recall import recall
+from orchmem.models.storage.database import Databases
 from orchmem.tasks.writeback import WRITEBACK
 from orchmem.worker.app import create_app
 from orchmem.worker.publish import publish
@@ -24,7 +24,7 @@ MANUAL = {"sourceType": "manual", "capturedBy": "user"}
 READER = """
 import json, sys, time
 from orchmem.config import load_settings
-from orchmem.models.database import Databases
+from orchmem.models.storage.database import Databases
 from orchmem.models.recall import recall
 settings = load_settings()
 databases = Databases(settings)

@@ -21,9 +21,9 @@ import pytest
 from orchmem_testing import WorkerProcess, distinct_texts, settings_env, wait_until
 
 from orchmem.config import MemoryCorrupt, MemoryDisabled, Settings
-from orchmem.models.database import Databases
 from orchmem.models.memlog import read_log
 from orchmem.models.schema import MemoryInput, validate
+from orchmem.models.storage.database import Databases
 from orchmem.models.writeback import write_memories
 from orchmem.tasks.writeback import WRITEBACK
 from orchmem.worker.app import create_app

@@ -15,10 +15,10 @@ from typing import Any
 
 from orchmem_testing import WorkerProcess, distinct_texts, receipt, wait_until
 
-from orchmem.models.database import Databases
 from orchmem.models.memlog import read_log
 from orchmem.models.schema import derive_id
-from orchmem.models.store import dead_letters
+from orchmem.models.storage.database import Databases
+from orchmem.models.storage.deadletters import dead_letters
 from orchmem.tasks.edits import EDIT
 from orchmem.tasks.ingest import INGEST_SCAN
 from orchmem.tasks.maintenance import DEADLETTER_RETRY

@@ -18,11 +18,11 @@ from hypothesis import strategies as st
 from orchmem_testing import make_settings, unique_id
 
 from orchmem.config import OrchmemError
-from orchmem.models.database import Databases, OrchestratorDB
 from orchmem.models.extraction import rules_extractor
 from orchmem.models.payloads import WritebackRequest, key_of
 from orchmem.models.proposals import build
 from orchmem.models.schema import validate
+from orchmem.models.storage.database import Databases, OrchestratorDB
 from orchmem.models.writeback import write_memories
 from orchmem.tasks.writeback import WRITEBACK
 from orchmem.worker.app import OrchmemCelery

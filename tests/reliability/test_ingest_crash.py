@@ -17,11 +17,11 @@ from orchmem_testing import make_settings
 
 from orchmem.models import ingest as ingest_module
 from orchmem.models import writeback as writeback_module
-from orchmem.models.database import Databases, OrchestratorDB
 from orchmem.models.embedding import Embedder
 from orchmem.models.ingest import scan
 from orchmem.models.reconcile import Proposed
-from orchmem.models.store import list_memories
+from orchmem.models.storage.database import Databases, OrchestratorDB
+from orchmem.models.storage.memories import list_memories
 
 
 class Crash(BaseException):

@@ -14,10 +14,10 @@ import pytest
 from orchmem_testing import wait_until
 
 from orchmem.config import Settings
-from orchmem.models.database import Databases
 from orchmem.models.ingest import REASONS
 from orchmem.models.memlog import read_log
-from orchmem.models.store import list_memories
+from orchmem.models.storage.database import Databases
+from orchmem.models.storage.memories import list_memories
 from orchmem.tasks.ingest import INGEST_SCAN
 from orchmem.tasks.writeback import WRITEBACK
 from orchmem.worker.app import OrchmemCelery

@@ -20,8 +20,8 @@ from kombu import Connection, Exchange, Producer
 from orchmem_testing import WorkerProcess, unique_id, wait_until
 
 from orchmem.config import MemoryValidationError, ScopeViolation, Settings
-from orchmem.models.database import Databases
 from orchmem.models.memlog import read_log
+from orchmem.models.storage.database import Databases
 from orchmem.tasks.edits import EDIT
 from orchmem.tasks.writeback import WRITEBACK
 from orchmem.worker.app import OrchmemCelery

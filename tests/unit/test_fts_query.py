@@ -10,9 +10,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from orchmem_testing import make_settings
 
-from orchmem.models import fts
-from orchmem.models.database import Databases, OrchestratorDB
+from orchmem.models import textquery
 from orchmem.models.schema import MemoryInput, validate
+from orchmem.models.storage import fts
+from orchmem.models.storage.database import Databases, OrchestratorDB
 from orchmem.models.writeback import write_memories
 
 EXAMPLES = int(os.environ.get("ORCHMEM_FUZZ_EXAMPLES", "2000"))
@@ -71,11 +72,11 @@ def test_stemming_and_diacritics(odb: OrchestratorDB) -> None:
 
 
 def test_query_terms_are_bounded_and_quoted() -> None:
-    terms = fts.query_terms(" ".join(f"w{i}" for i in range(500)))
-    assert len(terms) == fts.MAX_TERMS
+    terms = textquery.query_terms(" ".join(f"w{i}" for i in range(500)))
+    assert len(terms) == textquery.MAX_TERMS
     assert fts.match_expression(["a", "b"]) == '"a" OR "b"'
-    assert fts.query_terms("what is the") == ["what", "is", "the"]  # only stopwords: kept
-    assert fts.query_terms("what is the tea") == ["tea"]
+    assert textquery.query_terms("what is the") == ["what", "is", "the"]  # only stopwords: kept
+    assert textquery.query_terms("what is the tea") == ["tea"]
 
 
 @settings(max_examples=EXAMPLES, deadline=None,

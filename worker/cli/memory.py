@@ -10,11 +10,11 @@ import click
 from celery.exceptions import TimeoutError as CeleryTimeout
 
 from orchmem.config import OrchmemError, Settings
-from orchmem.models.database import Databases, OrchestratorDB, known_orchestrators
 from orchmem.models.recall import recall as recall_memories
 from orchmem.models.schema import Status
-from orchmem.models.store import list_memories
-from orchmem.models.store import stats as memory_stats
+from orchmem.models.storage.database import Databases, OrchestratorDB, known_orchestrators
+from orchmem.models.storage.memories import list_memories
+from orchmem.models.storage.stats import stats as memory_stats
 from orchmem.tasks.ingest import INGEST_SCAN
 from orchmem.tasks.writeback import WRITEBACK
 

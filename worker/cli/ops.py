@@ -13,10 +13,10 @@ from typing import Any
 import click
 
 from orchmem.config import OrchmemError
-from orchmem.models.database import Databases, known_orchestrators
 from orchmem.models.embedding import get_embedder
 from orchmem.models.reembed import remaining
-from orchmem.models.store import dead_letters
+from orchmem.models.storage.database import Databases, known_orchestrators
+from orchmem.models.storage.deadletters import dead_letters
 from orchmem.tasks.maintenance import DEADLETTER_RETRY, REEMBED
 
 from ..app import OrchmemCelery, connect_worker_signals, create_app

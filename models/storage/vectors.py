@@ -15,13 +15,16 @@ embedding of its cores (measured: 6 ms -> 55 ms per query at 10k memories).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..embedding import vector_to_blob
+from ..schema import format_ts, utc_now
 from .database import OrchestratorDB
-from .tables import META_EMBEDDING_DELETES, META_EMBEDDING_SEQ
+from .events import bump_meta, set_meta
+from .tables import META_EMBEDDING_DELETES, META_EMBEDDING_SEQ, MemoryEmbeddingRow, MetaRow
 
 _CACHE_KEY = "vector_index"
 
@@ -183,3 +186,24 @@ def search(odb: OrchestratorDB, query: np.ndarray, *, embedder: str, limit: int,
             if len(kept) >= limit or window >= total:
                 return kept[:limit], total
             window *= 4
+
+
+def store_embeddings(ids_and_vectors: Iterable[tuple[str, np.ndarray]], embedder: str) -> int:
+    """Upsert vectors (inside a write transaction); each gets a new change seq."""
+    now = format_ts(utc_now())
+    rows = list(ids_and_vectors)
+    if not rows:
+        return 0
+    row = MetaRow.get_or_none(MetaRow.key == META_EMBEDDING_SEQ)
+    first = (int(row.value) if row else 0) + 1
+    (MemoryEmbeddingRow.insert_many([
+        {"memory": memory_id, "embedder": embedder, "dim": int(vector.shape[0]),
+         "vector": vector_to_blob(vector), "seq": first + i, "updated_at": now}
+        for i, (memory_id, vector) in enumerate(rows)]).on_conflict_replace().execute())
+    set_meta(META_EMBEDDING_SEQ, str(first + len(rows) - 1))
+    return len(rows)
+
+
+def delete_embedding(memory_id: str) -> None:
+    if MemoryEmbeddingRow.delete().where(MemoryEmbeddingRow.memory == memory_id).execute():
+        bump_meta(META_EMBEDDING_DELETES)

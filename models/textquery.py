@@ -1,4 +1,4 @@
-"""Full-text search over ``memory_fts`` with user text that can never become FTS syntax.
+"""Query text: user text cut into the terms full-text search may see, never FTS syntax.
 
 A query is cut into word tokens the way FTS5's unicode61 tokenizer cuts text (runs of
 letters and digits), and every token is sent as a double-quoted string joined by
@@ -13,10 +13,6 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Sequence
-from dataclasses import dataclass
-
-from .database import OrchestratorDB
 
 #: Characters of a query that are looked at; the rest is ignored.
 MAX_QUERY_CHARS = 20_000
@@ -57,50 +53,3 @@ def query_terms(text: str) -> list[str]:
         seen.setdefault(term.lower(), term)
     content = [term for key, term in seen.items() if key not in STOPWORDS]
     return (content or list(seen.values()))[:MAX_TERMS]
-
-
-def match_expression(terms: Sequence[str]) -> str:
-    """An FTS5 MATCH string: every term a quoted string, joined by OR."""
-    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
-
-
-@dataclass(frozen=True)
-class TextHit:
-    memory_id: str
-    #: bm25 as SQLite reports it: lower is better.
-    bm25: float
-
-
-def search(odb: OrchestratorDB, text: str, *, limit: int, statuses: Sequence[str],
-           types: Sequence[str] | None = None, within: Sequence[str] | None = None
-           ) -> list[TextHit]:
-    """The best ``limit`` memories for ``text`` by BM25 (content weighs 1, summary 0.5).
-
-    Order is deterministic: by score, then memoryId.
-    """
-    terms = query_terms(text)
-    if not terms or limit <= 0:
-        return []
-    # The best matches are ranked inside FTS5 first and only those are joined and
-    # filtered (status, type): joining every match before the sort costs 2x at 100k
-    # memories. When filters drop too many, the window widens.
-    filters: list[str] = []
-    params: list[object] = []
-    for column, values in (("m.status", statuses), ("m.type", types), ("m.memory_id", within)):
-        if values is not None:
-            filters.append(f"AND {column} IN ({','.join('?' * len(values))})")
-            params.extend(values)
-    expression = match_expression(terms)
-    window = limit * 4
-    while True:
-        rows = odb.sql(
-            "SELECT m.memory_id, f.score FROM (SELECT rowid, bm25(memory_fts, 1.0, 0.5) AS score "
-            "FROM memory_fts WHERE memory_fts MATCH ? ORDER BY score, rowid LIMIT ?) f "
-            "JOIN memories m ON m.id = f.rowid WHERE m.forgotten = 0 "
-            + " ".join(filters) + " ORDER BY f.score, m.memory_id LIMIT ?",
-            [expression, window, *params, limit])
-        if len(rows) >= limit or window < 0:
-            return [TextHit(memory_id=r[0], bm25=float(r[1])) for r in rows]
-        matched = odb.sql("SELECT count(*) FROM memory_fts WHERE memory_fts MATCH ?",
-                          [expression])[0][0] if window == limit * 4 else 0
-        window = -1 if window * 8 >= matched else window * 8

@@ -38,8 +38,9 @@ from orchmem.config import (
     check_orchestrator_id,
 )
 
-from .memlog import MemoryLog
-from .schema import format_ts, utc_now
+from ..memlog import MemoryLog
+from ..schema import format_ts, utc_now
+from ..workspace import Workspace
 from .tables import (
     META_ORCHESTRATOR_ID,
     META_SCHEMA_VERSION,
@@ -48,7 +49,6 @@ from .tables import (
     MetaRow,
     create_schema,
 )
-from .workspace import Workspace
 
 logger = logging.getLogger(__name__)
 

@@ -28,9 +28,9 @@ from peewee import DatabaseError
 
 from orchmem.config import StorageError
 
+from ..schema import format_ts, utc_now
 from .database import GuardedSqliteDatabase, OrchestratorDB
-from .schema import format_ts, utc_now
-from .store import FINAL_RECEIPTS
+from .receipts import FINAL_RECEIPTS
 
 _DDL = """CREATE TABLE IF NOT EXISTS outbox (
     key TEXT PRIMARY KEY,

@@ -1,0 +1,55 @@
+"""Dead letters: tasks parked after ``max_deliveries`` crashed deliveries."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from ..schema import (
+    format_ts,
+    utc_now,
+)
+from .database import OrchestratorDB
+from .events import add_event
+from .receipts import RECEIPT_DEAD, finish_receipt
+from .tables import (
+    DeadLetterRow,
+    TaskReceiptRow,
+)
+
+logger = logging.getLogger(__name__)
+
+def dead_letter(odb: OrchestratorDB, key: str, task: str, payload: dict[str, Any],
+                deliveries: int, error: str) -> None:
+    """Park a task that failed ``deliveries`` times; ``orchmem deadletter`` lists and retries it."""
+    now = format_ts(utc_now())
+    result = {"ok": False, "task": task, "error": {"error": "dead_letter", "message": error}}
+    with odb.write():
+        (DeadLetterRow.insert(key=key, task=task, payload=json.dumps(payload),
+                              deliveries=deliveries, error=error, at=now)
+         .on_conflict_replace().execute())
+        finish_receipt(key, RECEIPT_DEAD, result)
+        add_event("dead_letter", [], after={"key": key, "task": task, "deliveries": deliveries},
+                  reason=error, actor="system", key=key)
+
+
+def dead_letters(odb: OrchestratorDB) -> list[dict[str, Any]]:
+    """Tasks parked after ``max_deliveries`` crashed deliveries, oldest first."""
+    with odb.read():
+        return [{"key": r.key, "task": r.task, "deliveries": r.deliveries, "error": r.error,
+                 "at": r.at, "payload": json.loads(r.payload)}
+                for r in DeadLetterRow.select().order_by(DeadLetterRow.at)]
+
+
+def release_dead_letter(key: str) -> dict[str, Any] | None:
+    """Take a dead letter out (inside a write transaction): its row and its receipt go,
+    so the task can run again. Returns its ``{"task", "payload"}``, or None."""
+    row = DeadLetterRow.get_or_none(DeadLetterRow.key == key)
+    if row is None:
+        return None
+    row.delete_instance()
+    TaskReceiptRow.delete().where(TaskReceiptRow.key == key).execute()
+    add_event("dead_letter_retry", [], after={"key": key, "task": row.task}, actor="user",
+              key=key)
+    return {"task": row.task, "payload": json.loads(row.payload)}

@@ -1,0 +1,67 @@
+"""Typed edges between two memories of one orchestrator."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from orchmem.config import MemoryNotFound
+
+from ..schema import (
+    EdgeInput,
+    EdgeType,
+    MemoryEdge,
+    check_memory_id,
+    derive_id,
+    format_ts,
+    utc_now,
+)
+from .database import OrchestratorDB
+from .events import add_event
+from .tables import (
+    MemoryEdgeRow,
+    MemoryRow,
+)
+
+logger = logging.getLogger(__name__)
+
+def insert_edge(odb: OrchestratorDB, edge: EdgeInput, *, from_id: str, to_id: str, key: str | None,
+                actor: str) -> str:
+    """Create (or keep) an edge between two memories of this orchestrator."""
+    for end in (from_id, to_id):
+        check_memory_id(end, odb.orchestrator_id, where="edge")
+        if not MemoryRow.select().where(MemoryRow.memory_id == end).exists():
+            raise MemoryNotFound(f"edge end {end} is not a memory of {odb.orchestrator_id!r}")
+    edge_id = derive_id("e", odb.orchestrator_id, from_id, to_id, edge.edge_type.value)
+    inserted = (MemoryEdgeRow.insert(
+        edge_id=edge_id, from_memory=from_id, to_memory=to_id, edge_type=edge.edge_type.value,
+        weight=edge.weight, reason=edge.reason, created_at=format_ts(utc_now()),
+    ).on_conflict_ignore().execute())
+    if inserted:
+        add_event("link", [from_id, to_id],
+                  after={"edgeId": edge_id, "edgeType": edge.edge_type.value,
+                         "weight": edge.weight},
+                  reason=edge.reason, actor=actor, key=key)
+    return edge_id
+
+
+def row_to_edge(row: MemoryEdgeRow) -> MemoryEdge:
+    return MemoryEdge.model_construct(
+        edge_id=row.edge_id,
+        from_memory_id=row.from_memory_id,  # type: ignore[attr-defined]
+        to_memory_id=row.to_memory_id,  # type: ignore[attr-defined]
+        edge_type=EdgeType(row.edge_type),
+        weight=row.weight,
+        reason=row.reason,
+        created_at=row.created_at,
+    )
+
+
+def edges_touching(memory_ids: Sequence[str]) -> list[MemoryEdgeRow]:
+    """Edges with at least one end in ``memory_ids`` (inside a bound block)."""
+    if not memory_ids:
+        return []
+    ids = list(memory_ids)
+    return list(MemoryEdgeRow.select()
+                .where(MemoryEdgeRow.from_memory.in_(ids) | MemoryEdgeRow.to_memory.in_(ids))
+                .order_by(MemoryEdgeRow.edge_id))
