@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from ..textquery import query_terms
 from .database import OrchestratorDB
+from .tables import live
 
 
 def match_expression(terms: Sequence[str]) -> str:
@@ -50,7 +51,7 @@ def search(odb: OrchestratorDB, text: str, *, limit: int, statuses: Sequence[str
         rows = odb.sql(
             "SELECT m.memory_id, f.score FROM (SELECT rowid, bm25(memory_fts, 1.0, 0.5) AS score "
             "FROM memory_fts WHERE memory_fts MATCH ? ORDER BY score, rowid LIMIT ?) f "
-            "JOIN memories m ON m.id = f.rowid WHERE m.forgotten = 0 "
+            f"JOIN memories m ON m.id = f.rowid WHERE {live('m')} "
             + " ".join(filters) + " ORDER BY f.score, m.memory_id LIMIT ?",
             [expression, window, *params, limit])
         if len(rows) >= limit or window < 0:

@@ -31,6 +31,7 @@ from .tables import (
     MemoryEventRow,
     MemoryRow,
     MemorySourceRow,
+    live_rows,
 )
 
 logger = logging.getLogger(__name__)
@@ -195,7 +196,7 @@ def list_memories(odb: OrchestratorDB, *, status: Status | None = Status.ACTIVE,
                   offset: int = 0) -> list[MemoryNode]:
     """Memories newest first, filtered by status (None = any) and types."""
     with odb.read():
-        query = MemoryRow.select().where(MemoryRow.forgotten == 0)
+        query = MemoryRow.select().where(live_rows())
         if status is not None:
             query = query.where(MemoryRow.status == status.value)
         if types:

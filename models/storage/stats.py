@@ -16,6 +16,7 @@ from .tables import (
     MemoryEventRow,
     MemoryRow,
     TaskReceiptRow,
+    live_rows,
 )
 
 logger = logging.getLogger(__name__)
@@ -35,7 +36,7 @@ def stats(odb: OrchestratorDB) -> dict[str, Any]:
         missing = (MemoryRow.select()
                    .join(MemoryEmbeddingRow, on=(MemoryEmbeddingRow.memory == MemoryRow.memory_id),
                          join_type=JOIN.LEFT_OUTER)
-                   .where(MemoryEmbeddingRow.memory.is_null(), MemoryRow.forgotten == 0)
+                   .where(MemoryEmbeddingRow.memory.is_null(), live_rows())
                    .count())
         last_event = MemoryEventRow.select().order_by(MemoryEventRow.id.desc()).first()
         last_ingest = sql("SELECT max(at) FROM ingest_manifest").fetchone()[0]

@@ -11,6 +11,8 @@ kept in sync by triggers inside the same transaction as the row it indexes.
 
 from __future__ import annotations
 
+from typing import Any
+
 from peewee import (
     AutoField,
     BlobField,
@@ -254,3 +256,19 @@ def create_schema(db: Database, orchestrator_id: str) -> None:
             (META_EMBEDDING_DELETES, "0"),
         ):
             MetaRow.insert(key=key, value=value).on_conflict_ignore().execute()
+
+
+def live(alias: str = "") -> str:
+    """The one definition of a live memory, as SQL: not hard-forgotten.
+
+    A forgotten memory's row stays (its id anchors the audit tombstone) but holds no
+    text; no read may return it. ``alias`` is the table's alias in the query ("m").
+    Status (active, superseded, retracted) is a separate filter, chosen per read.
+    """
+    column = f"{alias}.forgotten" if alias else "forgotten"
+    return f"{column} = 0"
+
+
+def live_rows() -> Any:
+    """:func:`live` as a Peewee expression over ``MemoryRow``."""
+    return MemoryRow.forgotten == 0
