@@ -45,18 +45,17 @@ from .schema import (
     utc_now,
     validate,
 )
+from .storage import receipts
 from .storage.database import OrchestratorDB
 from .storage.edges import insert_edge
 from .storage.events import add_event
 from .storage.memories import insert_memory, set_status
 from .storage.outbox import Outbox, prune_done
-from .storage.receipts import FINAL_RECEIPTS, RECEIPT_DONE, finish_receipt
 from .storage.tables import (
     MemoryEdgeRow,
     MemoryEventRow,
     MemoryRow,
     MemorySourceRow,
-    TaskReceiptRow,
 )
 from .storage.vectors import delete_embedding
 
@@ -120,10 +119,8 @@ def _row(odb: OrchestratorDB, memory_id: str, where: str) -> MemoryRow:
 
 
 def _done(key: str) -> dict[str, Any] | None:
-    receipt = TaskReceiptRow.get_or_none(TaskReceiptRow.key == key)
-    if receipt is not None and receipt.status in FINAL_RECEIPTS and receipt.result:
-        return {**json.loads(receipt.result), "duplicate": True}
-    return None
+    stored = receipts.final_result_in_transaction(key)
+    return None if stored is None else {**stored, "duplicate": True}
 
 
 def apply_edit(odb: OrchestratorDB, edit: Supersede | Retract | Link | Forget, *, key: str,
@@ -146,7 +143,7 @@ def apply_edit(odb: OrchestratorDB, edit: Supersede | Retract | Link | Forget, *
                 result = _forget(odb, edit, key)
             result = {"ok": True, "task": task, "op": edit.op,
                       "orchestratorId": odb.orchestrator_id, "idempotencyKey": key, **result}
-            finish_receipt(key, RECEIPT_DONE, result)
+            receipts.finish(key, receipts.DONE, result)
     if isinstance(edit, Forget) and edit.hard:
         # Also on a redelivery: the first delivery may have died before these ran.
         _erase_leftovers(odb)

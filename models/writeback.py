@@ -8,7 +8,6 @@ was garbage-collected lands on the same ids instead of creating copies.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -18,10 +17,10 @@ from orchmem.config import MemoryValidationError
 
 from .reconcile import Proposed, Reconciler
 from .schema import EdgeInput, MemoryInput, derive_id
+from .storage import receipts
 from .storage.database import OrchestratorDB
 from .storage.edges import insert_edge
-from .storage.receipts import FINAL_RECEIPTS, RECEIPT_DONE, finish_receipt
-from .storage.tables import MemoryRow, TaskReceiptRow
+from .storage.tables import MemoryRow
 from .storage.vectors import index_for, store_embeddings
 
 
@@ -56,9 +55,8 @@ def write_memories(
     # back write must never leave its vectors in a cache.
     index = index_for(odb, embedder, dim) if embedder and dim else None
     with odb.write():
-        receipt = TaskReceiptRow.get_or_none(TaskReceiptRow.key == key)
-        if receipt is not None and receipt.status in FINAL_RECEIPTS and receipt.result:
-            stored: dict[str, Any] = json.loads(receipt.result)
+        stored = receipts.final_result_in_transaction(key)
+        if stored is not None:
             return {**stored, "duplicate": True}
         reconciler = Reconciler(odb, key, odb.memory.writeback, index)
         reconciler.prepare(proposals)
@@ -103,7 +101,7 @@ def write_memories(
                   **(extra_result or {})}
         if also is not None:
             also(result)
-        finish_receipt(key, RECEIPT_DONE, result)
+        receipts.finish(key, receipts.DONE, result)
     return {**result, "duplicate": False}
 
 

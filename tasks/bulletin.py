@@ -28,7 +28,7 @@ def write_atomically(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-@shared_task(base=MemoryTask, bind=True, name=BULLETIN)
+@shared_task(base=MemoryTask, bind=True, name=BULLETIN, kind="bulletin", tracked=False)
 def bulletin(self: MemoryTask, orchestrator_id: str, payload: dict[str, Any]) -> dict[str, Any]:
     """Build the bulletin, write ``bulletins/latest.json`` and ``latest.md`` atomically.
 
@@ -50,4 +50,4 @@ def bulletin(self: MemoryTask, orchestrator_id: str, payload: dict[str, Any]) ->
                       truncated=data["truncated"], taskId=self.request.id)
         return {"ok": True, "task": self.name, **data, "text": text}
 
-    return self.guarded(orchestrator_id, payload, "bulletin", body, track=False)
+    return self.pipeline(orchestrator_id, payload, body)

@@ -17,7 +17,7 @@ EDIT = "orchmem.edit"
 RETRY_EVERY_S = 2
 
 
-@shared_task(base=MemoryTask, bind=True, name=EDIT)
+@shared_task(base=MemoryTask, bind=True, name=EDIT, kind="edit")
 def edit(self: MemoryTask, orchestrator_id: str, payload: dict[str, Any]) -> dict[str, Any]:
     """Apply the edit in ``payload`` (``{"op": "supersede" | "retract" | "link" | "forget", …}``).
 
@@ -41,4 +41,4 @@ def edit(self: MemoryTask, orchestrator_id: str, payload: dict[str, Any]) -> dic
                 raise self.retry(countdown=RETRY_EVERY_S, max_retries=None) from exc
             raise
 
-    return self.guarded(orchestrator_id, payload, "edit", body)
+    return self.pipeline(orchestrator_id, payload, body)

@@ -11,13 +11,14 @@ from orchmem.models.ingest import scan
 from orchmem.models.reconcile import Proposed
 from orchmem.models.storage.database import OrchestratorDB
 
-from .base import MemoryTask, complete
+from .base import MemoryTask
+from .publish import envelope, follow_up_key, send_envelope
 from .writeback import embed_proposals
 
 INGEST_SCAN = "orchmem.ingest_scan"
 
 
-@shared_task(base=MemoryTask, bind=True, name=INGEST_SCAN)
+@shared_task(base=MemoryTask, bind=True, name=INGEST_SCAN, kind="ingest")
 def ingest_scan(self: MemoryTask, orchestrator_id: str, payload: dict[str, Any]) -> dict[str, Any]:
     """Scan ``memory/ingest/``; returns counts (ingested, rejected, duplicate, repaired,
     skipped, remaining) and one entry per file. More files than one scan takes are left
@@ -38,13 +39,12 @@ def ingest_scan(self: MemoryTask, orchestrator_id: str, payload: dict[str, Any])
         result = scan(odb, embed, self.name)
         follow_up = None
         if result["remaining"]:
-            follow = {"idempotencyKey": f"{key}+"}
-            follow_up = self.apply_async(kwargs={"orchestrator_id": orchestrator_id,
-                                                 "payload": follow}).id
+            follow = envelope(orchestrator_id, self.name, "ingest",
+                              {"idempotencyKey": follow_up_key(key)})
+            follow_up = send_envelope(self.app, follow).id
         odb.log.write("ingest_scan", key=key, **{k: v for k, v in result.items()
                                                  if k != "files"}, followUp=follow_up)
-        return complete(odb, key, {"ok": True, "task": self.name,
-                                   "orchestratorId": orchestrator_id, "idempotencyKey": key,
-                                   **result, "followUp": follow_up})
+        return {"ok": True, "task": self.name, "orchestratorId": orchestrator_id,
+                "idempotencyKey": key, **result, "followUp": follow_up}
 
-    return self.guarded(orchestrator_id, payload, "ingest", body)
+    return self.pipeline(orchestrator_id, payload, body)

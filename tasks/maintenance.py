@@ -29,15 +29,21 @@ from orchmem.config import MemoryCorrupt, MemoryNotFound, MemoryValidationError,
 from orchmem.models.embedding import get_embedder
 from orchmem.models.reembed import reembed_batch, remaining
 from orchmem.models.schema import format_ts, utc_now
-from orchmem.models.storage.database import OrchestratorDB, integrity_problem, known_orchestrators
+from orchmem.models.storage import receipts
+from orchmem.models.storage.database import (
+    OrchestratorDB,
+    known_orchestrators,
+    optimize_and_checkpoint,
+)
 from orchmem.models.storage.deadletters import release_dead_letter
+from orchmem.models.storage.events import watermark
+from orchmem.models.storage.integrity import integrity_problem
 from orchmem.models.storage.outbox import Outbox, prune_done
-from orchmem.models.storage.receipts import FINAL_RECEIPTS
-from orchmem.models.storage.tables import META_EVENT_WATERMARK, TaskReceiptRow
 
-from .base import MemoryTask, complete
+from .base import MemoryTask
 from .bulletin import BULLETIN
 from .ingest import INGEST_SCAN
+from .publish import envelope, follow_up_key, resend, send_envelope
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +61,7 @@ def _positive(payload: dict[str, Any], name: str, default: float, cap: float) ->
     return float(value)
 
 
-@shared_task(base=MemoryTask, bind=True, name=REEMBED)
+@shared_task(base=MemoryTask, bind=True, name=REEMBED, kind="reembed")
 def reembed(self: MemoryTask, orchestrator_id: str, payload: dict[str, Any]) -> dict[str, Any]:
     """Embed memories whose vector is missing or from another embedder, in batches.
 
@@ -85,17 +91,17 @@ def reembed(self: MemoryTask, orchestrator_id: str, payload: dict[str, Any]) -> 
         left = remaining(odb, embedder.version)
         continued = None
         if left:
-            follow = {**payload, "idempotencyKey": f"{key}+{batches}"}
-            continued = self.apply_async(kwargs={"orchestrator_id": orchestrator_id,
-                                                 "payload": follow}).id
+            follow = envelope(orchestrator_id, self.name, "reembed",
+                              {**payload, "idempotencyKey": follow_up_key(key)})
+            continued = send_envelope(self.app, follow).id
         result = {"ok": True, "task": self.name, "orchestratorId": orchestrator_id,
                   "idempotencyKey": key, "embedded": embedded, "remaining": left,
                   "batches": batches, "embedder": embedder.version,
                   "seconds": round(time.monotonic() - started, 3), "continued": continued}
         odb.log.write("reembed", **{k: v for k, v in result.items() if k != "ok"})
-        return complete(odb, key, result)
+        return result
 
-    return self.guarded(orchestrator_id, payload, "reembed", body)
+    return self.pipeline(orchestrator_id, payload, body)
 
 
 FANOUT = "orchmem.fanout"
@@ -133,7 +139,7 @@ def _due(task: MemoryTask, job: str, orchestrator_id: str) -> bool:
         seen = json.loads(snapshot.read_text(encoding="utf-8")).get("watermark")
     except (OSError, ValueError):
         seen = None
-    return str(seen) != (odb.meta(META_EVENT_WATERMARK) or "0")
+    return str(seen) != str(watermark(odb))
 
 
 @shared_task(base=MemoryTask, bind=True, name=FANOUT)
@@ -156,9 +162,8 @@ def fanout(self: MemoryTask, shard: int, job: str) -> dict[str, Any]:
             continue
         if not due:
             continue
-        self.app.send_task(names[job], kwargs={
-            "orchestrator_id": orchestrator_id,
-            "payload": {"idempotencyKey": f"{job}-beat-{stamp}"}})
+        send_envelope(self.app, envelope(orchestrator_id, names[job], job,
+                                         {"idempotencyKey": f"{job}-beat-{stamp}"}))
         published.append(orchestrator_id)
     logger.info("fanout %s shard %s: %d published, %d skipped", job, shard, len(published),
                 len(skipped))
@@ -166,7 +171,8 @@ def fanout(self: MemoryTask, shard: int, job: str) -> dict[str, Any]:
             "skipped": skipped}
 
 
-@shared_task(base=MemoryTask, bind=True, name=INTEGRITY)
+@shared_task(base=MemoryTask, bind=True, name=INTEGRITY, kind="integrity",
+             tracked=False)
 def integrity_check(self: MemoryTask, orchestrator_id: str,
                     payload: dict[str, Any]) -> dict[str, Any]:
     """``quick_check`` one database; a damaged one is quarantined and disabled (raises
@@ -184,31 +190,27 @@ def integrity_check(self: MemoryTask, orchestrator_id: str,
         odb.log.write("integrity_check", status="ok", seconds=result["seconds"])
         return result
 
-    return self.guarded(orchestrator_id, payload, "integrity", body, track=False)
+    return self.pipeline(orchestrator_id, payload, body)
 
 
-@shared_task(base=MemoryTask, bind=True, name=GC)
+@shared_task(base=MemoryTask, bind=True, name=GC, kind="gc", tracked=False)
 def gc(self: MemoryTask, orchestrator_id: str, payload: dict[str, Any]) -> dict[str, Any]:
     """Drop finished receipts older than the retention, optimize, checkpoint the WAL."""
 
     def body(odb: OrchestratorDB, key: str) -> dict[str, Any]:
         days = self.settings.beat.receipt_retention_days
         cutoff = format_ts(utc_now() - timedelta(days=days))
-        with odb.write():
-            removed = (TaskReceiptRow.delete()
-                       .where(TaskReceiptRow.updated_at < cutoff,
-                              TaskReceiptRow.status.in_(list(FINAL_RECEIPTS))).execute())
-        odb.sql("PRAGMA optimize")
-        checkpoint = odb.sql("PRAGMA wal_checkpoint(TRUNCATE)")[0]
+        removed = receipts.remove_finished_before(odb, cutoff)
+        checkpoint = optimize_and_checkpoint(odb)
         result = {"ok": True, "task": self.name, "orchestratorId": orchestrator_id,
                   "receiptsRemoved": removed, "walCheckpoint": list(checkpoint)}
         odb.log.write("gc", receiptsRemoved=removed, retentionDays=days)
         return result
 
-    return self.guarded(orchestrator_id, payload, "gc", body, track=False)
+    return self.pipeline(orchestrator_id, payload, body)
 
 
-@shared_task(base=MemoryTask, bind=True, name=OUTBOX)
+@shared_task(base=MemoryTask, bind=True, name=OUTBOX, kind="outbox", tracked=False)
 def outbox_reconcile(self: MemoryTask, orchestrator_id: str,
                      payload: dict[str, Any]) -> dict[str, Any]:
     """Prune outbox entries that have a final receipt; re-publish the overdue others.
@@ -219,13 +221,12 @@ def outbox_reconcile(self: MemoryTask, orchestrator_id: str,
     def body(odb: OrchestratorDB, key: str) -> dict[str, Any]:
         outbox = Outbox(odb.workspace.outbox_path, self.settings.worker.busy_timeout_ms)
         try:
-            entries = outbox.entries()
+            total = len(outbox.keys())
             pending = len(prune_done(outbox, odb))
-            pruned = len(entries) - pending
+            pruned = total - pending
             republished = 0
             for entry in outbox.due(self.settings.beat.outbox_republish_after_s):
-                self.app.send_task(entry.task, kwargs={"orchestrator_id": orchestrator_id,
-                                                       "payload": entry.payload})
+                send_envelope(self.app, resend(orchestrator_id, entry.task, entry.payload))
                 outbox.mark_published(entry.key)
                 republished += 1
         finally:
@@ -237,10 +238,11 @@ def outbox_reconcile(self: MemoryTask, orchestrator_id: str,
                           pending=pending)
         return result
 
-    return self.guarded(orchestrator_id, payload, "outbox", body, track=False)
+    return self.pipeline(orchestrator_id, payload, body)
 
 
-@shared_task(base=MemoryTask, bind=True, name=DEADLETTER_RETRY)
+@shared_task(base=MemoryTask, bind=True, name=DEADLETTER_RETRY, kind="dlretry",
+             tracked=False)
 def deadletter_retry(self: MemoryTask, orchestrator_id: str,
                      payload: dict[str, Any]) -> dict[str, Any]:
     """Give a dead-lettered task (``payload["key"]``) another chance: release it and
@@ -251,15 +253,14 @@ def deadletter_retry(self: MemoryTask, orchestrator_id: str,
         if not isinstance(target, str):
             raise MemoryValidationError("key: the dead letter's idempotency key is required",
                                         [{"path": "key", "message": "required"}])
-        with odb.write():
-            released = release_dead_letter(target)
+        released = release_dead_letter(odb, target)
         if released is None:
             raise MemoryNotFound(f"no dead letter with key {target!r} for {orchestrator_id!r}")
         original = released["payload"]
-        sent = self.app.send_task(released["task"], kwargs={
-            "orchestrator_id": orchestrator_id, "payload": original["payload"]})
+        sent = send_envelope(self.app, resend(orchestrator_id, released["task"],
+                                              original["payload"]))
         odb.log.write("dead_letter_retry", key=target, task=released["task"], taskId=sent.id)
         return {"ok": True, "task": self.name, "orchestratorId": orchestrator_id,
                 "retried": target, "retryTaskId": sent.id}
 
-    return self.guarded(orchestrator_id, payload, "dlretry", body, track=False)
+    return self.pipeline(orchestrator_id, payload, body)

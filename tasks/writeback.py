@@ -25,7 +25,7 @@ logger = logging.getLogger(__name__)
 WRITEBACK = "orchmem.writeback"
 
 
-@shared_task(base=MemoryTask, bind=True, name=WRITEBACK)
+@shared_task(base=MemoryTask, bind=True, name=WRITEBACK, kind="wb")
 def writeback(self: MemoryTask, orchestrator_id: str, payload: dict[str, Any]) -> dict[str, Any]:
     """Validate ``payload`` (a WritebackRequest), extract, embed, reconcile, store.
 
@@ -64,7 +64,7 @@ def writeback(self: MemoryTask, orchestrator_id: str, payload: dict[str, Any]) -
                       taskId=self.request.id)
         return result
 
-    return self.guarded(orchestrator_id, payload, "wb", body)
+    return self.pipeline(orchestrator_id, payload, body)
 
 
 def embed_proposals(task: MemoryTask, odb: OrchestratorDB,

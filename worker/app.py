@@ -18,6 +18,7 @@ from orchmem.config import Settings
 from orchmem.models.embedding import get_embedder
 from orchmem.models.storage.database import Databases
 from orchmem.tasks.maintenance import FANOUT
+from orchmem.tasks.publish import send
 
 from .broker import broker_url as resolve_broker_url
 from .routing import ShardRouter, all_queues, queue_name
@@ -118,6 +119,24 @@ def create_app(settings: Settings, broker: str | None = None, *,
     return app
 
 
+def create_immediate_app(settings: Settings, databases: Databases | None = None
+                         ) -> OrchmemCelery:
+    """An app that runs every task in this process, at once (``task_always_eager``),
+    against the real SQLite files: no broker, no worker, no result store.
+
+    For an orchestrator developer's own tests and for orchmem's domain tests
+    (``MemoryClient(..., immediate=True)``). ``databases`` shares the caller's open
+    handles. Task failures are returned as results, as from a worker.
+    """
+    app = OrchmemCelery(settings, "memory://")
+    app.conf.update(celery_config(settings, "memory://"))
+    app.conf.update(task_always_eager=True, task_eager_propagates=False,
+                    result_backend=None, task_store_eager_result=False)
+    if databases is not None:
+        app.databases = databases
+    return app
+
+
 def connect_worker_signals(app: OrchmemCelery, shards: list[int] | None = None) -> None:
     """Hooks of a worker process: called by ``orchmem worker``, never by clients.
 
@@ -128,7 +147,7 @@ def connect_worker_signals(app: OrchmemCelery, shards: list[int] | None = None) 
     def reconcile_on_start(**_: Any) -> None:
         for shard in shards or []:
             try:
-                app.send_task(FANOUT, kwargs={"shard": shard, "job": "outbox"})
+                send(app, FANOUT, {"shard": shard, "job": "outbox"})
             except Exception as exc:  # the broker may be gone again: beat will do it
                 logger.warning("outbox reconciliation at start not published: %s", exc)
 

@@ -40,26 +40,27 @@ from orchmem.models.bulletin import Bulletin
 from orchmem.models.memlog import MemoryLog
 from orchmem.models.recall import RecallBundle, check_scope, recall
 from orchmem.models.schema import MemoryNode, format_ts, utc_now
+from orchmem.models.storage import receipts
 from orchmem.models.storage.database import Databases
-from orchmem.models.storage.memories import row_to_node
+from orchmem.models.storage.memories import get_nodes
 from orchmem.models.storage.outbox import Outbox
-from orchmem.models.storage.receipts import FINAL_RECEIPTS
-from orchmem.models.storage.tables import MemoryRow
 from orchmem.tasks.bulletin import BULLETIN
 from orchmem.tasks.edits import EDIT
 from orchmem.tasks.ingest import INGEST_SCAN
+from orchmem.tasks.publish import Envelope, envelope, publish, resend, send_envelope
 from orchmem.tasks.writeback import WRITEBACK
 
-from .app import OrchmemCelery, create_app
-from .publish import prepare, send
+from .app import OrchmemCelery, create_app, create_immediate_app
 
 logger = logging.getLogger(__name__)
 
 Purpose = Literal["selector", "step", "diagnostics"]
 #: After a failed publish, how long the client stops trying the broker.
 BROKER_BACKOFF_S = 5.0
-#: Requests recorded in the outbox before they are published (writes, edits, ingest).
-DURABLE_KINDS = frozenset({"wb", "edit", "ingest"})
+#: Outbox entries published per catch-up, after the broker answers again.
+CATCH_UP_BATCH = 100
+#: How often a read-your-writes wait looks at the receipts of pending writes.
+PENDING_POLL_S = 0.02
 
 
 @dataclass
@@ -75,6 +76,7 @@ class WriteHandle:
     error: str | None = None
     _client: MemoryClient | None = field(default=None, repr=False)
     outboxed: bool = False
+    _async: Any = field(default=None, repr=False)
 
     def done(self) -> bool:
         """True once the worker committed (or refused) it: read from SQLite, the truth."""
@@ -126,12 +128,17 @@ class MemoryClient:
     """
 
     def __init__(self, orchestrator_id: str, settings: Settings | None = None, *,
-                 app: OrchmemCelery | None = None, databases: Databases | None = None) -> None:
+                 app: OrchmemCelery | None = None, databases: Databases | None = None,
+                 immediate: bool = False) -> None:
         check_orchestrator_id(orchestrator_id)
         self.orchestrator_id = orchestrator_id
         self.settings = settings or load_settings()
         self.memory = self.settings.memory_for(orchestrator_id)
         self.databases = databases or Databases(self.settings)
+        #: In-process mode: tasks run here, at once, against the real file; no broker.
+        self.immediate = immediate
+        if immediate and app is None:
+            app = create_immediate_app(self.settings, self.databases)
         self._app = app
         self._shared_app = app
         self._broker_down_until = 0.0
@@ -164,67 +171,76 @@ class MemoryClient:
                   message=str(exc)[:500])
         return message
 
-    def _publish(self, task: str, kind: str, payload: dict[str, Any]) -> WriteHandle:
-        """Record (durable kinds) and publish; never raises."""
+    def _publish(self, task: str, kind: str, payload: dict[str, Any], *,
+                 expires_s: float | None = None) -> WriteHandle:
+        """Record (durable kinds) and publish through the one publish path; never raises."""
         if not self.memory.enabled:
             return WriteHandle(self.orchestrator_id, "", None, False,
                                "memory is disabled (memory.enabled = false)")
         try:
-            key, prepared = prepare(self.orchestrator_id, kind, payload)
+            env = envelope(self.orchestrator_id, task, kind, payload)
         except OrchmemError as exc:
             return WriteHandle(self.orchestrator_id, "", None, False,
                                self._warn(f"{task} refused", exc))
-        durable = kind in DURABLE_KINDS
-        if durable:
-            try:
-                self.outbox.record(key, task, prepared)
-            except OrchmemError as exc:
-                return WriteHandle(self.orchestrator_id, key, None, False,
-                                   self._warn(f"{task} not recorded", exc))
         if time.monotonic() < self._broker_down_until:
-            return WriteHandle(self.orchestrator_id, key, None, False,
-                               f"{task} not published: the broker was unreachable moments "
-                               "ago" + ("; kept in the outbox" if durable else ""), self,
-                               outboxed=durable)
+            return self._not_sent(env)
         try:
-            self._ping_broker()
-            result = send(self.app, task, self.orchestrator_id, key, prepared)
+            result = publish(self.app, env, self.outbox, expires_s=expires_s,
+                             before_send=None if self.immediate else self._ping_broker)
+        except BrokerUnavailable as exc:
+            return self._broker_failed(env, exc)
+        except OrchmemError as exc:
+            return WriteHandle(self.orchestrator_id, env.key, None, False,
+                               self._warn(f"{task} not recorded", exc))
         except Exception as exc:
-            # Skip publishing for a few seconds (each attempt costs about a second), and
-            # build a fresh app next time: Celery's result consumer does not recover.
-            self._broker_down_until = time.monotonic() + BROKER_BACKOFF_S
-            self._app = None if self._shared_app is None else self._shared_app
-            kept = "; kept in the outbox" if durable else ""
-            return WriteHandle(self.orchestrator_id, key, None, False,
-                               self._warn(f"{task} not published{kept}", exc), self,
-                               outboxed=durable)
-        if durable:
-            self._published(key)
-            self._catch_up(skip=key)
-        handle = WriteHandle(self.orchestrator_id, key, result.id, True, None, self)
+            return self._broker_failed(env, exc)
+        if env.durable and not self.immediate:
+            self._catch_up(skip=env.key)
+        handle = WriteHandle(self.orchestrator_id, env.key, result.id, True, None, self,
+                             _async=result)
         with self._lock:
-            self._pending[key] = handle
+            self._pending[env.key] = handle
         return handle
 
-    def _published(self, key: str) -> None:
-        try:
-            self.outbox.mark_published(key)
-        except OrchmemError as exc:  # the reconciler will find the receipt anyway
-            self._warn("outbox not updated", exc)
+    def _not_sent(self, env: Envelope) -> WriteHandle:
+        """The broker failed moments ago: keep a durable request in the outbox only."""
+        kept = ""
+        if env.durable:
+            try:
+                self.outbox.record(env.key, env.task, env.payload)
+                kept = "; kept in the outbox"
+            except OrchmemError as exc:
+                return WriteHandle(self.orchestrator_id, env.key, None, False,
+                                   self._warn(f"{env.task} not recorded", exc))
+        return WriteHandle(self.orchestrator_id, env.key, None, False,
+                           f"{env.task} not published: the broker was unreachable moments "
+                           f"ago{kept}", self, outboxed=bool(kept))
+
+    def _broker_failed(self, env: Envelope, exc: BaseException) -> WriteHandle:
+        # Skip publishing for a few seconds (each attempt costs about a second), and
+        # build a fresh app next time: Celery's result consumer does not recover.
+        self._broker_down_until = time.monotonic() + BROKER_BACKOFF_S
+        self._app = self._shared_app
+        kept = "; kept in the outbox" if env.durable else ""
+        return WriteHandle(self.orchestrator_id, env.key, None, False,
+                           self._warn(f"{env.task} not published{kept}", exc), self,
+                           outboxed=env.durable)
 
     def _catch_up(self, skip: str) -> None:
         """The broker answers again: publish what the outbox kept while it did not."""
         try:
-            backlog = [e for e in self.outbox.never_published() if e.key != skip]
+            backlog = [e for e in self.outbox.never_published(limit=CATCH_UP_BATCH)
+                       if e.key != skip]
         except OrchmemError as exc:
             self._warn("outbox not read", exc)
             return
         for entry in backlog:
             try:
-                send(self.app, entry.task, self.orchestrator_id, entry.key, entry.payload)
+                send_envelope(self.app, resend(self.orchestrator_id, entry.task,
+                                               entry.payload))
+                self.outbox.mark_published(entry.key)
             except OrchmemError:
                 return  # still flaky: the reconciler takes over
-            self._published(entry.key)
         if backlog:
             self._log("outbox_caught_up", published=len(backlog))
 
@@ -240,20 +256,20 @@ class MemoryClient:
             raise BrokerUnavailable(f"broker unreachable: {exc}") from exc
 
     def _receipt_final(self, key: str) -> bool:
+        """Whether ``key``'s receipt is final; False when it cannot be read (logged)."""
         try:
             odb = self.databases.open(self.orchestrator_id, create=False)
-        except OrchmemError:
+            return odb is not None and receipts.status(odb, key) in receipts.FINAL
+        except OrchmemError as exc:
+            self._warn("receipt not read", exc)
             return False
-        if odb is None:
-            return False
-        rows = odb.sql("SELECT status FROM task_receipts WHERE key = ?", (key,))
-        return bool(rows) and rows[0][0] in FINAL_RECEIPTS
 
     def _result(self, handle: WriteHandle, timeout: float) -> dict[str, Any] | None:
         from celery.exceptions import TimeoutError as CeleryTimeout
 
         try:
-            value = self.app.AsyncResult(handle.task_id).get(timeout=timeout, propagate=False)
+            pending = handle._async if self.immediate else self.app.AsyncResult(handle.task_id)
+            value = pending.get(timeout=timeout, propagate=False)
         except CeleryTimeout:
             return None
         except Exception as exc:
@@ -277,7 +293,7 @@ class MemoryClient:
                     self._pending.pop(key, None)
             if not left or time.monotonic() >= deadline:
                 return left
-            time.sleep(0.02)
+            time.sleep(PENDING_POLL_S)
 
     # -- writes -----------------------------------------------------------------
 
@@ -376,12 +392,13 @@ class MemoryClient:
         except Exception as exc:
             self._warn("get", exc)
             return []
-        if odb is None or not memory_ids:
+        if odb is None:
             return []
-        with odb.read():
-            rows = {r.memory_id: r for r in MemoryRow.select().where(
-                MemoryRow.memory_id.in_(list(memory_ids)))}
-        return [row_to_node(rows[m], self.orchestrator_id) for m in memory_ids if m in rows]
+        try:
+            return get_nodes(odb, memory_ids)
+        except OrchmemError as exc:
+            self._warn("get", exc)
+            return []
 
     def recall(self, query: str, *, top_n: int | None = None,
                types: Sequence[str] | None = None, include_inactive: bool = False,
@@ -396,12 +413,12 @@ class MemoryClient:
         warnings: list[str] = []
         if not self.memory.enabled:
             return _empty_bundle(target, query, ["memory is disabled (memory.enabled = false)"])
-        if wait_for_writes:
-            left = self.wait_for_writes()
-            if left:
-                warnings.append(f"{len(left)} of this client's write-backs are not committed "
-                                "yet; their memories may be missing")
         try:
+            if wait_for_writes:
+                left = self.wait_for_writes()
+                if left:
+                    warnings.append(f"{len(left)} of this client's write-backs are not "
+                                    "committed yet; their memories may be missing")
             bundle = recall(target, query, databases=self.databases, top_n=top_n, types=types,
                             include_inactive=include_inactive, memory_ids=memory_ids,
                             requester=self.orchestrator_id)
@@ -421,8 +438,11 @@ class MemoryClient:
         if not self.memory.enabled:
             return self._fallback(["memory is disabled (memory.enabled = false)"])
         limit = self.memory.bulletin.timeout_s if timeout is None else timeout
+        # The request expires when this caller stops waiting: a worker behind a backlog
+        # skips it instead of building a bulletin nobody reads.
         handle = self._publish(BULLETIN, "bulletin",
-                               {"idempotencyKey": f"bulletin-{uuid.uuid4().hex}"})
+                               {"idempotencyKey": f"bulletin-{uuid.uuid4().hex}"},
+                               expires_s=limit)
         with self._lock:
             self._pending.pop(handle.key, None)  # read-only: nothing to wait for
         if not handle.ok:

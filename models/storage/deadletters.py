@@ -10,12 +10,11 @@ from ..schema import (
     format_ts,
     utc_now,
 )
+from . import receipts
 from .database import OrchestratorDB
 from .events import add_event
-from .receipts import RECEIPT_DEAD, finish_receipt
 from .tables import (
     DeadLetterRow,
-    TaskReceiptRow,
 )
 
 logger = logging.getLogger(__name__)
@@ -29,7 +28,7 @@ def dead_letter(odb: OrchestratorDB, key: str, task: str, payload: dict[str, Any
         (DeadLetterRow.insert(key=key, task=task, payload=json.dumps(payload),
                               deliveries=deliveries, error=error, at=now)
          .on_conflict_replace().execute())
-        finish_receipt(key, RECEIPT_DEAD, result)
+        receipts.finish(key, receipts.DEAD, result)
         add_event("dead_letter", [], after={"key": key, "task": task, "deliveries": deliveries},
                   reason=error, actor="system", key=key)
 
@@ -42,14 +41,20 @@ def dead_letters(odb: OrchestratorDB) -> list[dict[str, Any]]:
                 for r in DeadLetterRow.select().order_by(DeadLetterRow.at)]
 
 
-def release_dead_letter(key: str) -> dict[str, Any] | None:
-    """Take a dead letter out (inside a write transaction): its row and its receipt go,
-    so the task can run again. Returns its ``{"task", "payload"}``, or None."""
-    row = DeadLetterRow.get_or_none(DeadLetterRow.key == key)
-    if row is None:
-        return None
-    row.delete_instance()
-    TaskReceiptRow.delete().where(TaskReceiptRow.key == key).execute()
-    add_event("dead_letter_retry", [], after={"key": key, "task": row.task}, actor="user",
-              key=key)
-    return {"task": row.task, "payload": json.loads(row.payload)}
+def release_dead_letter(odb: OrchestratorDB, key: str) -> dict[str, Any] | None:
+    """Take a dead letter out, in one transaction: its row and its receipt go, so the
+    task can run again. Returns its ``{"task", "payload"}``, or None when there is none."""
+    with odb.write():
+        row = DeadLetterRow.get_or_none(DeadLetterRow.key == key)
+        if row is None:
+            return None
+        row.delete_instance()
+        receipts.drop(key)
+        add_event("dead_letter_retry", [], after={"key": key, "task": row.task},
+                  actor="user", key=key)
+        return {"task": row.task, "payload": json.loads(row.payload)}
+
+
+def count(odb: OrchestratorDB) -> int:
+    with odb.read():
+        return int(DeadLetterRow.select().count())

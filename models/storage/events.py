@@ -11,6 +11,7 @@ from ..schema import (
     format_ts,
     utc_now,
 )
+from .database import OrchestratorDB
 from .tables import (
     META_EVENT_WATERMARK,
     MemoryEventRow,
@@ -45,3 +46,8 @@ def bump_meta(key: str) -> int:
     value = int(row.value) + 1 if row else 1
     set_meta(key, str(value))
     return value
+
+
+def watermark(odb: OrchestratorDB) -> int:
+    """The id of the last audit event: what a bulletin snapshot says it reflects."""
+    return int(odb.meta(META_EVENT_WATERMARK) or 0)

@@ -203,3 +203,14 @@ def list_memories(odb: OrchestratorDB, *, status: Status | None = Status.ACTIVE,
             query = query.where(MemoryRow.type.in_(list(types)))
         query = query.order_by(MemoryRow.created_at.desc(), MemoryRow.memory_id).limit(limit)
         return [row_to_node(r, odb.orchestrator_id) for r in query.offset(offset)]
+
+
+def get_nodes(odb: OrchestratorDB, memory_ids: Sequence[str]) -> list[MemoryNode]:
+    """These memories (any status, forgotten ones left out), in the order asked; unknown
+    ids are left out."""
+    if not memory_ids:
+        return []
+    with odb.read():
+        rows = {r.memory_id: r for r in MemoryRow.select().where(
+            MemoryRow.memory_id.in_(list(memory_ids)), live_rows())}
+    return [row_to_node(rows[m], odb.orchestrator_id) for m in memory_ids if m in rows]

@@ -29,8 +29,11 @@ from peewee import DatabaseError
 from orchmem.config import StorageError
 
 from ..schema import format_ts, utc_now
+from . import receipts
 from .database import GuardedSqliteDatabase, OrchestratorDB
-from .receipts import FINAL_RECEIPTS
+
+#: Keys per ``IN (...)`` list: well under SQLite's bound-variable limit.
+_CHUNK = 500
 
 _DDL = """CREATE TABLE IF NOT EXISTS outbox (
     key TEXT PRIMARY KEY,
@@ -96,27 +99,43 @@ class Outbox:
         self._sql("UPDATE outbox SET published_at = ?, attempts = attempts + 1 WHERE key = ?",
                   (format_ts(utc_now()), key))
 
-    def entries(self) -> list[Entry]:
+    def _select(self, where: str = "", params: tuple[Any, ...] = (),
+                limit: int | None = None) -> list[Entry]:
         if not self.path.exists():
             return []
-        rows = self._sql("SELECT key, task, payload, created_at, published_at, attempts "
-                         "FROM outbox ORDER BY created_at, key")
+        query = ("SELECT key, task, payload, created_at, published_at, attempts FROM outbox "
+                 f"{where} ORDER BY created_at, key")
+        if limit is not None:
+            query += f" LIMIT {int(limit)}"
+        rows = self._sql(query, params)
         return [Entry(r[0], r[1], json.loads(r[2]), r[3], r[4], r[5]) for r in rows]
 
-    def never_published(self) -> list[Entry]:
-        return [e for e in self.entries() if e.published_at is None]
+    def entries(self) -> list[Entry]:
+        """Every entry, oldest first (payloads parsed: for inspection and tests)."""
+        return self._select()
 
-    def due(self, after_s: float) -> list[Entry]:
+    def keys(self) -> list[str]:
+        """The keys of every entry, without reading their payloads."""
+        if not self.path.exists():
+            return []
+        return [r[0] for r in self._sql("SELECT key FROM outbox ORDER BY created_at, key")]
+
+    def never_published(self, limit: int | None = None) -> list[Entry]:
+        """Entries never published, oldest first (at most ``limit``)."""
+        return self._select("WHERE published_at IS NULL", limit=limit)
+
+    def due(self, after_s: float, limit: int | None = None) -> list[Entry]:
         """Entries never published, or last published more than ``after_s`` ago."""
         cutoff = format_ts(utc_now() - timedelta(seconds=after_s))
-        return [e for e in self.entries() if e.published_at is None or e.published_at < cutoff]
+        return self._select("WHERE published_at IS NULL OR published_at < ?", (cutoff,),
+                            limit=limit)
 
     def remove(self, keys: list[str], *, erase: bool = False) -> None:
         """Delete these entries; ``erase`` also checkpoints the WAL and truncates it, so no
         copy of their payloads is left in ``outbox.db`` or its ``-wal``."""
-        if keys:
-            self._sql(f"DELETE FROM outbox WHERE key IN ({','.join('?' * len(keys))})",
-                      tuple(keys))
+        for start in range(0, len(keys), _CHUNK):
+            chunk = tuple(keys[start:start + _CHUNK])
+            self._sql(f"DELETE FROM outbox WHERE key IN ({','.join('?' * len(chunk))})", chunk)
         if erase:
             self._sql("PRAGMA wal_checkpoint(TRUNCATE)", transaction=False)
 
@@ -128,18 +147,14 @@ class Outbox:
             self._db = None
 
 
-def prune_done(outbox: Outbox, odb: OrchestratorDB, *, erase: bool = False) -> list[Entry]:
-    """Remove the entries whose receipt in ``odb`` is final; returns the ones left.
+def prune_done(outbox: Outbox, odb: OrchestratorDB, *, erase: bool = False) -> list[str]:
+    """Remove the entries whose receipt in ``odb`` is final; returns the keys left.
 
     ``erase`` as in :meth:`Outbox.remove`. A missing outbox file is left missing.
     Raises StorageError when the outbox cannot be read or written.
     """
-    entries = outbox.entries()
-    keys = [e.key for e in entries]
-    final = {row[0] for row in odb.sql(
-        f"SELECT key FROM task_receipts WHERE key IN ({','.join('?' * len(keys))}) "
-        f"AND status IN ({','.join('?' * len(FINAL_RECEIPTS))})",
-        (*keys, *sorted(FINAL_RECEIPTS)))} if keys else set()
+    keys = outbox.keys()
+    final = receipts.final_keys(odb, keys) if keys else set()
     if final or (erase and outbox.path.exists()):
         outbox.remove(sorted(final), erase=erase)
-    return [e for e in entries if e.key not in final]
+    return [k for k in keys if k not in final]

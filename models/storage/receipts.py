@@ -1,45 +1,46 @@
-"""The receipt of one task: idempotency key -> delivery count, status, result.
+"""The receipt protocol: idempotency key -> delivery count, status and result.
 
-A receipt is ``started`` from the first delivery (committed at once, so a delivery
-that crashes its worker is counted too) and final (``done``, ``rejected`` or
-``dead``) in the same transaction as the data the task wrote: a redelivered task
-finds the final receipt and writes nothing. :mod:`orchmem.tasks.pipeline` drives
-this protocol for every task; the client and the outbox read receipts only here.
+A task's receipt goes through these states, and only this module writes them:
+
+- ``started``: from the first delivery, committed at once (:func:`begin`), so that a
+  delivery which crashes its worker is counted too. A handled, non-crash failure (a
+  deliberate retry, a transient storage error) takes its count back (:func:`release`).
+- ``done``: the task's result, committed in the same transaction as the data it wrote
+  (:func:`finish`, inside that transaction) or, for a task whose data is elsewhere (an
+  ingest scan, a re-embed run), by :func:`complete` right after it.
+- ``rejected``: a payload that failed validation (:func:`reject`); a redelivery answers
+  the same error.
+- ``dead``: delivered more than ``max_deliveries`` times without finishing (see
+  :mod:`.deadletters`).
+
+The task pipeline (:mod:`orchmem.tasks.pipeline`) drives this for every task, and
+completes a receipt its task left open, so no task can forget it. The client and the
+outbox read receipts only through :func:`status` and :func:`final_keys`.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from orchmem.config import StorageError
 
-from ..schema import (
-    format_ts,
-    utc_now,
-)
+from ..schema import format_ts, utc_now
 from .database import OrchestratorDB
-from .tables import (
-    TaskReceiptRow,
-)
+from .tables import TaskReceiptRow
 
 logger = logging.getLogger(__name__)
 
-RECEIPT_STARTED = "started"
-
-
-RECEIPT_DONE = "done"
-
-
-RECEIPT_REJECTED = "rejected"
-
-
-RECEIPT_DEAD = "dead"
-
-
-FINAL_RECEIPTS = frozenset({RECEIPT_DONE, RECEIPT_REJECTED, RECEIPT_DEAD})
+STARTED = "started"
+DONE = "done"
+REJECTED = "rejected"
+DEAD = "dead"
+FINAL = frozenset({DONE, REJECTED, DEAD})
+#: Keys per ``IN (...)`` list: well under SQLite's bound-variable limit (32,766).
+_CHUNK = 500
 
 
 @dataclass(frozen=True)
@@ -53,18 +54,18 @@ class Delivery:
 
     @property
     def finished(self) -> bool:
-        return self.status in FINAL_RECEIPTS
+        return self.status in FINAL
 
 
-def record_delivery(odb: OrchestratorDB, key: str, task: str) -> Delivery:
+def begin(odb: OrchestratorDB, key: str, task: str) -> Delivery:
     """Count one more delivery of ``key`` (committed at once, so crashes are counted too)."""
     now = format_ts(utc_now())
     with odb.write():
         row = TaskReceiptRow.get_or_none(TaskReceiptRow.key == key)
         if row is None:
-            row = TaskReceiptRow.create(key=key, task=task, status=RECEIPT_STARTED,
+            row = TaskReceiptRow.create(key=key, task=task, status=STARTED,
                                         deliveries=1, first_seen_at=now, updated_at=now)
-        elif row.status not in FINAL_RECEIPTS:
+        elif row.status not in FINAL:
             row.deliveries += 1
             row.updated_at = now
             row.save()
@@ -72,18 +73,18 @@ def record_delivery(odb: OrchestratorDB, key: str, task: str) -> Delivery:
         return Delivery(key=key, deliveries=row.deliveries, status=row.status, result=result)
 
 
-def release_delivery(odb: OrchestratorDB, key: str) -> None:
+def release(odb: OrchestratorDB, key: str) -> None:
     """Undo the count of a delivery that ended in a handled error (not a crash)."""
     try:
         with odb.write():
             (TaskReceiptRow.update(deliveries=TaskReceiptRow.deliveries - 1)
              .where(TaskReceiptRow.key == key, TaskReceiptRow.deliveries > 0,
-                    TaskReceiptRow.status.not_in(list(FINAL_RECEIPTS))).execute())
+                    TaskReceiptRow.status.not_in(list(FINAL))).execute())
     except StorageError as exc:
         logger.warning("could not release delivery of %s: %s", key, exc)
 
 
-def finish_receipt(key: str, status: str, result: dict[str, Any]) -> None:
+def finish(key: str, status: str, result: dict[str, Any]) -> None:
     """Store the outcome of ``key``; call inside the transaction that wrote the data."""
     now = format_ts(utc_now())
     updated = (TaskReceiptRow.update(status=status, result=json.dumps(result), updated_at=now)
@@ -94,7 +95,69 @@ def finish_receipt(key: str, status: str, result: dict[str, Any]) -> None:
                               first_seen_at=now, updated_at=now)
 
 
-def reject_task(odb: OrchestratorDB, key: str, result: dict[str, Any]) -> None:
+def complete(odb: OrchestratorDB, key: str, result: dict[str, Any]) -> None:
+    """Mark ``key`` done with ``result`` in a transaction of its own, unless its task
+    already did (in the transaction of its data): the first final outcome stands."""
+    if status(odb, key) in FINAL:  # a read: no write lock, no commit
+        return
+    with odb.write():
+        if status_in_transaction(key) not in FINAL:
+            finish(key, DONE, result)
+
+
+def reject(odb: OrchestratorDB, key: str, result: dict[str, Any]) -> None:
     """Record that ``key`` was rejected (bad payload): a redelivery returns the same error."""
     with odb.write():
-        finish_receipt(key, RECEIPT_REJECTED, result)
+        finish(key, REJECTED, result)
+
+
+def status_in_transaction(key: str) -> str | None:
+    """The status of ``key`` inside the caller's transaction (None: no receipt)."""
+    row = (TaskReceiptRow.select(TaskReceiptRow.status)
+           .where(TaskReceiptRow.key == key).first())
+    return None if row is None else str(row.status)
+
+
+def final_result_in_transaction(key: str) -> dict[str, Any] | None:
+    """The stored result of ``key`` when its receipt is final (inside the caller's
+    transaction): a task that finds one has already happened and must change nothing."""
+    row = TaskReceiptRow.get_or_none(TaskReceiptRow.key == key)
+    if row is None or row.status not in FINAL or not row.result:
+        return None
+    return dict(json.loads(row.result))
+
+
+def status(odb: OrchestratorDB, key: str) -> str | None:
+    """The status of ``key``'s receipt, or None when there is none."""
+    with odb.read():
+        return status_in_transaction(key)
+
+
+def final_keys(odb: OrchestratorDB, keys: Sequence[str]) -> set[str]:
+    """Those of ``keys`` whose receipt is final; any number of keys (asked in chunks)."""
+    found: set[str] = set()
+    unique = sorted(set(keys))
+    with odb.read():
+        for start in range(0, len(unique), _CHUNK):
+            chunk = unique[start:start + _CHUNK]
+            found.update(row.key for row in TaskReceiptRow.select(TaskReceiptRow.key).where(
+                TaskReceiptRow.key.in_(chunk), TaskReceiptRow.status.in_(sorted(FINAL))))
+    return found
+
+
+def remove_finished_before(odb: OrchestratorDB, cutoff: str) -> int:
+    """Delete final receipts last updated before ``cutoff`` (a timestamp); returns how many."""
+    with odb.write():
+        return int(TaskReceiptRow.delete()
+                   .where(TaskReceiptRow.updated_at < cutoff,
+                          TaskReceiptRow.status.in_(sorted(FINAL))).execute())
+
+
+def drop(key: str) -> None:
+    """Forget ``key``'s receipt (inside a write transaction), so its task may run again."""
+    TaskReceiptRow.delete().where(TaskReceiptRow.key == key).execute()
+
+
+def count(odb: OrchestratorDB) -> int:
+    with odb.read():
+        return int(TaskReceiptRow.select().count())

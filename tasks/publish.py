@@ -1,0 +1,154 @@
+"""The one way a message leaves for a queue: envelope, stable task id, short repr, outbox.
+
+Every message (the client's requests, the CLI's, a task's follow-up, a beat fan-out)
+goes through :func:`send`. A request for an orchestrator is first made an
+:class:`Envelope` (:func:`envelope`): the orchestratorId is checked, the idempotency
+key fixed and written into the payload, the time of the request recorded. Then:
+
+- the task id is stable, ``<orchestratorId>/<key>``: a re-published request (by the
+  outbox reconciler, a retrying caller, a dead-letter retry) has the same id, so a
+  handle that waits for it finds the result of whichever delivery ran;
+- Flower shows a short summary of the payload (counts, ids), never memory text;
+- :func:`publish` records a user's request (write-back, edit, ingest) in the
+  orchestrator's outbox before it leaves, so a broker that is down delays it but
+  never loses it;
+- an app in immediate mode (``task_always_eager``: ``MemoryClient(...,
+  immediate=True)``) runs the task in this process instead, with no broker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from celery import Celery
+from celery.result import AsyncResult
+from kombu.exceptions import KombuError, OperationalError
+from redis.exceptions import RedisError
+
+from orchmem.config import BrokerUnavailable, check_orchestrator_id
+from orchmem.models.payloads import key_of
+from orchmem.models.schema import format_ts, utc_now
+from orchmem.models.storage.outbox import Outbox
+
+#: Requests a user made, recorded in the outbox before they are published.
+DURABLE_KINDS = frozenset({"wb", "edit", "ingest"})
+#: Retries of one publish before the broker counts as unreachable.
+RETRY_POLICY = {"max_retries": 3, "interval_start": 0.2, "interval_step": 0.5,
+                "interval_max": 1.0}
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """One request for one orchestrator, ready to be sent (and re-sent) as it is."""
+
+    orchestrator_id: str
+    task: str
+    kind: str
+    key: str
+    payload: dict[str, Any]
+
+    @property
+    def task_id(self) -> str:
+        return f"{self.orchestrator_id}/{self.key}"
+
+    @property
+    def durable(self) -> bool:
+        return self.kind in DURABLE_KINDS
+
+    @property
+    def kwargs(self) -> dict[str, Any]:
+        return {"orchestrator_id": self.orchestrator_id, "payload": self.payload}
+
+
+def envelope(orchestrator_id: str, task: str, kind: str, payload: dict[str, Any]) -> Envelope:
+    """Check the orchestratorId, fix the idempotency key (given, or derived from the
+    payload) and the time of the request. Raises MemoryValidationError."""
+    check_orchestrator_id(orchestrator_id)
+    key = key_of(orchestrator_id, kind, payload)
+    prepared = {**payload, "idempotencyKey": key}
+    if kind == "wb" and "requestedAt" not in payload:
+        prepared["requestedAt"] = format_ts(utc_now())
+    return Envelope(orchestrator_id, task, kind, key, prepared)
+
+
+def resend(orchestrator_id: str, task: str, payload: dict[str, Any]) -> Envelope:
+    """The envelope of a request sent before (its payload carries its key)."""
+    return Envelope(orchestrator_id, task, "", str(payload["idempotencyKey"]), payload)
+
+
+def short_repr(payload: dict[str, Any]) -> str:
+    """A one-line summary of a payload for Flower: counts and key, never whole texts."""
+    parts = []
+    for name, value in payload.items():
+        if isinstance(value, list):
+            parts.append(f"{name}=[{len(value)}]")
+        elif isinstance(value, dict):
+            parts.append(f"{name}={{{len(value)} keys}}")
+        elif isinstance(value, str) and name in ("idempotencyKey", "op", "memoryId", "key",
+                                                  "requestedAt"):
+            parts.append(f"{name}={value[:80]!r}")
+        elif isinstance(value, str):
+            parts.append(f"{name}=<{len(value)} chars>")
+        else:
+            parts.append(f"{name}={value!r}")
+    return "{" + ", ".join(parts) + "}"
+
+
+def kwargs_repr(kwargs: dict[str, Any]) -> str:
+    """What Flower shows of a message's kwargs: the payload as :func:`short_repr`."""
+    shown = (f"{name!r}: " + (short_repr(value) if name == "payload" and isinstance(value, dict)
+                              else repr(value)) for name, value in kwargs.items())
+    return "{" + ", ".join(shown) + "}"
+
+
+def send(app: Celery, task: str, kwargs: dict[str, Any], *, task_id: str | None = None,
+         expires_s: float | None = None) -> AsyncResult:
+    """Send one message (routed by the app's shard router), or run it here in immediate
+    mode. Raises BrokerUnavailable when the broker refuses or cannot be reached."""
+    if app.conf.task_always_eager:
+        return app.tasks[task].apply(kwargs=kwargs, task_id=task_id)
+    try:
+        return app.send_task(task, kwargs=kwargs, task_id=task_id, kwargsrepr=kwargs_repr(kwargs),
+                             expires=expires_s, retry=True, retry_policy=RETRY_POLICY)
+    except (OperationalError, KombuError, RedisError, OSError, RuntimeError) as exc:
+        # RuntimeError: Celery's Redis result consumer gives up subscribing that way.
+        detail = " ".join(str(exc).split()) if not isinstance(exc, RuntimeError) else \
+            "the result store did not answer"
+        raise BrokerUnavailable(f"cannot publish {task}: broker unreachable ({detail})") from exc
+
+
+def send_envelope(app: Celery, env: Envelope, *, expires_s: float | None = None) -> AsyncResult:
+    """:func:`send` for one orchestrator's request, under its stable task id."""
+    return send(app, env.task, env.kwargs, task_id=env.task_id, expires_s=expires_s)
+
+
+def publish(app: Celery, env: Envelope, outbox: Outbox | None = None, *,
+            expires_s: float | None = None,
+            before_send: Callable[[], None] | None = None) -> AsyncResult:
+    """Record a durable request in ``outbox`` (when given), then send it and mark it sent.
+
+    ``before_send`` runs between the two (the client's fast broker check). Raises
+    StorageError when the outbox cannot be written (nothing was sent) and
+    BrokerUnavailable when the broker cannot be reached (the outbox keeps the request;
+    the reconciler sends it later).
+    """
+    keep = outbox if env.durable and not app.conf.task_always_eager else None
+    if keep is not None:
+        keep.record(env.key, env.task, env.payload)
+    if before_send is not None:
+        before_send()
+    result = send_envelope(app, env, expires_s=expires_s)
+    if keep is not None:
+        keep.mark_published(env.key)
+    return result
+
+
+def follow_up_key(key: str) -> str:
+    """The key of the task that continues ``key``'s work: ``<base>+<n>``, one number that
+    counts up, so a long chain of follow-ups never outgrows the key's length limit."""
+    base, plus, count = key.rpartition("+")
+    if plus and count.isdigit():
+        return f"{base}+{int(count) + 1}"
+    return f"{key}+1"
