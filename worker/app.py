@@ -83,6 +83,8 @@ def celery_config(settings: Settings, broker: str, client: bool = False) -> dict
             # publish forever (kombu's note on socket_timeout).
             "socket_timeout": 10,
             "health_check_interval": 10,
+            # Queues are read in the order given (control first), not round-robin.
+            "queue_order_strategy": "priority",
         },
         "result_backend_transport_options": backend_options,
         "redis_socket_connect_timeout": 2,

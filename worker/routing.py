@@ -4,6 +4,13 @@ The shard is a stable hash of the orchestratorId (blake2b, not Python's salted
 ``hash``), unless settings pin the orchestrator to a shard. Each shard queue is
 consumed by one worker process with concurrency 1, so one orchestrator has one
 writer and its tasks run in the order they were published.
+
+Control work (beat fan-outs, outbox reconciliation, ingest scans, re-embedding,
+integrity checks, gc, dead-letter retries) goes to the shard's control queue,
+``<prefix>.<shard>.control``, which the same worker reads first (kombu's ``priority``
+queue order): a backlog of write-backs cannot starve it, and there is still one writer
+per file. Write-backs, edits and bulletins stay on the data queue, in publish order (a
+bulletin must see the writes published before it).
 """
 
 from __future__ import annotations
@@ -12,6 +19,12 @@ import hashlib
 from typing import Any
 
 from orchmem.config import MemoryValidationError, Settings, check_orchestrator_id
+from orchmem.tasks.ingest import INGEST_SCAN
+from orchmem.tasks.maintenance import DEADLETTER_RETRY, FANOUT, GC, INTEGRITY, OUTBOX, REEMBED
+
+#: Tasks that go to a shard's control queue.
+CONTROL_TASKS = frozenset({FANOUT, OUTBOX, INGEST_SCAN, REEMBED, INTEGRITY, GC,
+                           DEADLETTER_RETRY})
 
 
 def shard_for(settings: Settings, orchestrator_id: str) -> int:
@@ -28,13 +41,25 @@ def queue_name(settings: Settings, shard: int) -> str:
     return f"{settings.queue_prefix}.{shard}"
 
 
-def queue_for(settings: Settings, orchestrator_id: str) -> str:
-    """The queue name of ``orchestrator_id``'s shard."""
-    return queue_name(settings, shard_for(settings, orchestrator_id))
+def control_queue_name(settings: Settings, shard: int) -> str:
+    return f"{settings.queue_prefix}.{shard}.control"
+
+
+def shard_queues(settings: Settings, shard: int) -> list[str]:
+    """The queues one shard's worker reads, in the order it reads them: control first."""
+    return [control_queue_name(settings, shard), queue_name(settings, shard)]
+
+
+def queue_for(settings: Settings, orchestrator_id: str, task: str | None = None) -> str:
+    """The queue of ``orchestrator_id``'s shard that ``task`` goes to (data by default)."""
+    shard = shard_for(settings, orchestrator_id)
+    if task in CONTROL_TASKS:
+        return control_queue_name(settings, shard)
+    return queue_name(settings, shard)
 
 
 def all_queues(settings: Settings) -> list[str]:
-    return [queue_name(settings, shard) for shard in range(settings.shards)]
+    return [q for shard in range(settings.shards) for q in shard_queues(settings, shard)]
 
 
 class ShardRouter:
@@ -48,13 +73,14 @@ class ShardRouter:
                  **_: Any) -> dict[str, str] | None:
         kwargs = kwargs or {}
         if "orchestrator_id" in kwargs:
-            queue = queue_for(self.settings, kwargs["orchestrator_id"])
+            queue = queue_for(self.settings, kwargs["orchestrator_id"], name)
         elif "shard" in kwargs:
             shard = kwargs["shard"]
             if not isinstance(shard, int) or not 0 <= shard < self.settings.shards:
                 last = self.settings.shards - 1
                 raise MemoryValidationError(f"shard {shard!r} is not in 0..{last}")
-            queue = queue_name(self.settings, shard)
+            queue = (control_queue_name(self.settings, shard) if name in CONTROL_TASKS
+                     else queue_name(self.settings, shard))
         else:
             return None
         return {"queue": queue, "routing_key": queue}

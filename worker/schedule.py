@@ -7,7 +7,7 @@ from typing import Any
 from orchmem.config import Settings
 from orchmem.tasks.maintenance import FANOUT
 
-from .routing import queue_name
+from .routing import control_queue_name
 
 
 def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
@@ -28,7 +28,7 @@ def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
     schedule = {}
     for job, every in intervals.items():
         for shard in range(settings.shards):
-            queue = queue_name(settings, shard)
+            queue = control_queue_name(settings, shard)
             schedule[f"{job}-shard{shard}"] = {
                 "task": FANOUT,
                 "schedule": float(every),

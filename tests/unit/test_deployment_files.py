@@ -81,7 +81,7 @@ def test_beat_schedule_has_every_job_per_shard_at_its_interval(shards: int) -> N
             entry = schedule[f"{job}-shard{shard}"]
             assert entry["task"] == FANOUT and entry["schedule"] == every
             assert entry["kwargs"] == {"shard": shard, "job": job}
-            assert entry["options"]["queue"] == f"memory.{shard}"
+            assert entry["options"]["queue"] == f"memory.{shard}.control"
 
 
 def test_every_package_folder_is_installed() -> None:

@@ -23,7 +23,7 @@ from ..app import OrchmemCelery, connect_worker_signals, create_app
 from ..broker import EmbeddedRedis, wait_for_broker
 from ..metrics import start_metrics
 from ..publish import publish
-from ..routing import queue_name
+from ..routing import shard_queues
 from ..schedule import beat_schedule
 from ..supervisor import Supervisor
 from .common import Cli, emit, json_option, pass_cli
@@ -130,10 +130,10 @@ def worker(cli: Cli, shards: tuple[int, ...], loglevel: str | None, logfile: str
     port = settings.worker.metrics_port if metrics_port is None else metrics_port
     if port:
         start_metrics(settings, app, f"worker-{'-'.join(map(str, chosen))}", port,
-                      [queue_name(settings, s) for s in chosen])
+                      [q for s in chosen for q in shard_queues(settings, s)])
     argv = [
         "worker",
-        "--queues", ",".join(queue_name(settings, s) for s in chosen),
+        "--queues", ",".join(q for s in chosen for q in shard_queues(settings, s)),
         "--concurrency", "1",
         "--pool", settings.worker.pool,
         "--hostname", f"orchmem-shard{'-'.join(map(str, chosen))}@%h",
