@@ -16,9 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from orchmem.config import Settings, load_settings, to_toml
+from orchmem.config import Settings, load_settings
 from orchmem.worker.app import create_app
 from orchmem.worker.broker import free_port, redis_server_binary
+from orchmem.worker.tomlwrite import to_toml
 
 
 def percentiles(values: Sequence[float], points: Sequence[int] = (50, 95, 99)) -> dict[str, float]:

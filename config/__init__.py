@@ -14,7 +14,8 @@ from .errors import (
     StorageError,
 )
 from .ids import ORCHESTRATOR_ID_PATTERN, check_orchestrator_id
-from .settings import MemorySettings, Settings, load_settings, to_toml
+from .loading import load_settings
+from .settings import MemorySettings, Settings
 
 __all__ = [
     "ORCHESTRATOR_ID_PATTERN",
@@ -33,5 +34,4 @@ __all__ = [
     "StorageError",
     "check_orchestrator_id",
     "load_settings",
-    "to_toml",
 ]

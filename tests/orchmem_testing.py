@@ -17,9 +17,10 @@ from typing import Any
 
 import redis
 
-from orchmem.config import Settings, load_settings, to_toml
+from orchmem.config import Settings, load_settings
 from orchmem.worker.app import OrchmemCelery, create_app
 from orchmem.worker.broker import redis_server_binary
+from orchmem.worker.tomlwrite import to_toml
 
 _counter = itertools.count()
 

@@ -18,13 +18,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from orchmem.config import Settings, to_toml
+from orchmem.config import Settings
 from orchmem.examples import ReferenceOrchestrator, Reply
 from orchmem.models.memlog import read_log
 
 from .app import create_app
 from .broker import EmbeddedRedis
 from .client import MemoryClient, WriteHandle
+from .tomlwrite import to_toml
 
 Echo = Callable[[str], None]
 

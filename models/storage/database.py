@@ -298,7 +298,7 @@ def known_orchestrators(settings: Settings) -> list[str]:
 def pragmas(settings: Settings) -> list[tuple[str, Any]]:
     return [
         ("journal_mode", "wal"),
-        # Freed pages are zeroed: a hard-forgotten memory leaves no text in the file.
+        # Freed pages are zeroed; the WAL's copies go when a hard forget checkpoints it.
         ("secure_delete", 1),
         ("busy_timeout", settings.worker.busy_timeout_ms),
         ("foreign_keys", 1),

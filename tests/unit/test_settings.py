@@ -121,7 +121,7 @@ def test_runtime_root_defaults_under_root(tmp_path: Path) -> None:
 
 
 def test_settings_round_trip_through_toml(tmp_path: Path) -> None:
-    from orchmem.config import to_toml
+    from orchmem.worker.tomlwrite import to_toml
 
     original = load_settings(environ={}, root=tmp_path, shards=3,
                              memory={"retrieval": {"top_n": 7}},
@@ -131,3 +131,23 @@ def test_settings_round_trip_through_toml(tmp_path: Path) -> None:
     assert load_settings(path, environ={}).model_dump() == original.model_dump()
     path.write_text(to_toml(original, exclude_defaults=True))
     assert load_settings(path, environ={}).model_dump() == original.model_dump()
+
+
+def test_environment_tables_and_lists_are_json() -> None:
+    s = load_settings(environ={
+        "ORCHMEM_ORCHESTRATORS__A__SHARED_PATHS": '["/srv/docs"]',
+        "ORCHMEM_ORCHESTRATORS__A__MEMORY__RETRIEVAL__TOP_N": "3"})
+    assert s.shared_paths("a") == [Path("/srv/docs")]
+    assert s.memory_for("a").retrieval.top_n == 3
+    with pytest.raises(ConfigError, match="ORCHMEM_ORCHESTRATORS__A__SHARED_PATHS"):
+        load_settings(environ={"ORCHMEM_ORCHESTRATORS__A__SHARED_PATHS": "[/srv/docs"})
+
+
+def test_the_toml_file_is_read_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import tomllib
+
+    calls = []
+    real_load = tomllib.load
+    monkeypatch.setattr(tomllib, "load", lambda fh: calls.append(1) or real_load(fh))
+    load_settings(write(tmp_path, "shards = 3\n"), environ={})
+    assert calls == [1]
