@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 import uuid
 from collections.abc import Sequence
@@ -52,6 +51,7 @@ from orchmem.tasks.publish import Envelope, envelope, publish, resend, send_enve
 from orchmem.tasks.writeback import WRITEBACK
 
 from .app import OrchmemCelery, create_app, create_immediate_app
+from .pending import PendingWrites
 
 logger = logging.getLogger(__name__)
 
@@ -60,12 +60,6 @@ Purpose = Literal["selector", "step", "diagnostics"]
 BROKER_BACKOFF_S = 5.0
 #: Outbox entries published per catch-up, after the broker answers again.
 CATCH_UP_BATCH = 100
-#: How often a read-your-writes wait first looks at the receipts of pending writes,
-#: and the slowest it polls.
-PENDING_POLL_S = 0.02
-MAX_PENDING_POLL_S = 0.25
-#: Pending writes remembered for read-your-writes; the oldest are dropped past it.
-MAX_PENDING = 10_000
 
 
 @dataclass
@@ -150,9 +144,9 @@ class MemoryClient:
         self._redis: redis.Redis | None = None
         self.outbox = Outbox(self.databases.workspace(orchestrator_id).outbox_path,
                              self.settings.worker.busy_timeout_ms)
-        #: Published writes not yet seen committed: key -> until when a recall waits.
-        self._pending: dict[str, float] = {}
-        self._lock = threading.Lock()
+        self._pending = PendingWrites(self.databases, orchestrator_id,
+                                      self.memory.retrieval.read_your_writes_timeout_s,
+                                      self._warn, self._log)
 
     # -- plumbing -------------------------------------------------------------
 
@@ -205,7 +199,7 @@ class MemoryClient:
         handle = WriteHandle(self.orchestrator_id, env.key, result.id, True, None, self,
                              _async=result)
         if env.kind != "bulletin":
-            self._track(env.key)
+            self._pending.track(env.key)
         return handle
 
     def _not_sent(self, env: Envelope) -> WriteHandle:
@@ -286,56 +280,10 @@ class MemoryClient:
         return dict(value) if isinstance(value, dict) else None
 
     def wait_for_writes(self, timeout: float | None = None) -> list[str]:
-        """Wait until this client's published writes are committed; returns keys still
-        pending after ``timeout`` (default ``memory.retrieval.read_your_writes_timeout_s``).
-
-        Each write is waited for at most that long after it was published, whatever
-        the number of recalls: during a worker outage the first recall waits, the next
-        ones do not (the writes stay in the outbox and land later). One query a poll,
-        for every pending key; the poll slows from 20 ms to 250 ms.
-        """
-        limit = self.memory.retrieval.read_your_writes_timeout_s if timeout is None else timeout
-        deadline = time.monotonic() + limit
-        pause = PENDING_POLL_S
-        unfinished: set[str] = set()
-        while True:
-            left, done = self._still_pending()
-            unfinished = (unfinished | set(left)) - done
-            now = time.monotonic()
-            if not any(until > now for until in left.values()) or now >= deadline:
-                return sorted(unfinished)
-            time.sleep(min(pause, deadline - now))
-            pause = min(pause * 2, MAX_PENDING_POLL_S)
-
-    def _still_pending(self) -> tuple[dict[str, float], set[str]]:
-        """Pending keys (with the time until which a recall waits for each) and the keys
-        now committed; forgets those committed and those given up on."""
-        with self._lock:
-            pending = dict(self._pending)
-        if not pending:
-            return {}, set()
-        try:
-            odb = self.databases.open(self.orchestrator_id, create=False)
-            done = receipts.final_keys(odb, list(pending)) if odb is not None else set()
-        except OrchmemError as exc:
-            self._warn("receipts not read", exc)
-            done = set()
-        now = time.monotonic()
-        given_up = {k for k, until in pending.items() if until <= now and k not in done}
-        if given_up:
-            self._log("read_your_writes_given_up", keys=len(given_up))
-        with self._lock:
-            for key in done | given_up:
-                self._pending.pop(key, None)
-        return {k: v for k, v in pending.items() if k not in done}, done
-
-    def _track(self, key: str) -> None:
-        """Remember a published write for read-your-writes, for a bounded time."""
-        until = time.monotonic() + self.memory.retrieval.read_your_writes_timeout_s
-        with self._lock:
-            self._pending[key] = until
-            while len(self._pending) > MAX_PENDING:
-                self._pending.pop(next(iter(self._pending)))
+        """Wait until this client's published writes are committed; returns the keys
+        still pending after ``timeout`` (default
+        ``memory.retrieval.read_your_writes_timeout_s``). See :mod:`.pending`."""
+        return self._pending.wait(timeout)
 
     # -- writes -----------------------------------------------------------------
 
