@@ -175,10 +175,3 @@ def _make(settings: EmbeddingSettings) -> Embedder:
 
 def vector_to_blob(vector: np.ndarray) -> bytes:
     return np.asarray(vector, dtype=np.float32).tobytes()
-
-
-def blob_to_vector(blob: bytes, dim: int) -> np.ndarray:
-    vector = np.frombuffer(blob, dtype=np.float32)
-    if vector.shape[0] != dim:
-        raise EmbeddingError(f"stored vector has {vector.shape[0]} values, expected {dim}")
-    return vector

@@ -90,7 +90,6 @@ MAX_CONTENT_CHARS = 8000
 MAX_SUMMARY_CHARS = 280
 MAX_ID_CHARS = 200
 MEMORY_ID_PATTERN = r"^m-[0-9a-f]{8}-[0-9a-f]{16}$"
-EDGE_ID_PATTERN = r"^e-[0-9a-f]{8}-[0-9a-f]{16}$"
 _MEMORY_ID = re.compile(MEMORY_ID_PATTERN)
 #: Control characters (tab, newline and carriage return allowed) and NUL.
 CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")

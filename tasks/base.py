@@ -90,7 +90,7 @@ class MemoryTask(Task):
 
         Every other orchestrator goes on; ``orchmem check`` reports this one.
         """
-        self.databases.forget(orchestrator_id)
+        self.databases.evict(orchestrator_id)
         workspace = self.databases.workspace(orchestrator_id)
         folder = quarantine(workspace, reason)
         logger.error("memory of %s disabled: %s (kept in %s)", orchestrator_id, reason, folder)

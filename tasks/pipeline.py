@@ -173,7 +173,7 @@ def retry_policy(current: TaskRun) -> Iterator[None]:
         # Reopen next time: SQLite keeps a file it opened read-only that way, even once
         # the folder is writable again.
         if isinstance(current.orchestrator_id, str):
-            task.databases.forget(current.orchestrator_id)
+            task.databases.evict(current.orchestrator_id)
         raise task.retry(exc=exc, countdown=min(60, 2 ** task.request.retries),
                          max_retries=task.storage_retries) from exc
     except OrchmemError as exc:

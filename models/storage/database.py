@@ -261,7 +261,7 @@ class Databases:
             self._open[orchestrator_id] = odb
             return odb
 
-    def forget(self, orchestrator_id: str) -> None:
+    def evict(self, orchestrator_id: str) -> None:
         """Drop (and close) the cached handle, e.g. after the database was disabled."""
         self._check_pid()
         odb = self._open.pop(orchestrator_id, None)
@@ -271,7 +271,7 @@ class Databases:
     def close_all(self) -> None:
         self._check_pid()
         for orchestrator_id in list(self._open):
-            self.forget(orchestrator_id)
+            self.evict(orchestrator_id)
 
 
 def optimize_and_checkpoint(odb: OrchestratorDB) -> list[int]:
