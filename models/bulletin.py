@@ -1,7 +1,8 @@
 """The memory bulletin: a short, cited, deterministic digest sent with every message.
 
-``collect(odb)`` reads what the bulletin needs; ``compose(facts, limits, now)`` is a
-pure function of those values and the clock, so the same database state and the same
+``build(odb, now)`` reads the :class:`Facts` the bulletin needs in one snapshot
+(``storage.bulletin_reads.facts``); ``compose(facts, limits, now)`` is a pure
+function of those values and the clock, so the same database state and the same
 clock give the same bulletin, byte for byte. Sections, always in this order:
 
 - ``knowledge_summary``: who the user is and what is known (Identity, then Fact, then
@@ -9,8 +10,9 @@ clock give the same bulletin, byte for byte. Sections, always in this order:
 - ``active_goals``, ``open_todos``: active Goals and Todos, by importance then age;
 - ``recent_decisions``: active Decisions, newest first;
 - ``preference_profile``: active Preferences, by importance;
-- ``conflicts_and_uncertainties``: unresolved Contradicts edges (both ends active) and
-  active memories under ``low_confidence``.
+- ``conflicts_and_uncertainties``: unresolved Contradicts edges (both ends active, as
+  :mod:`orchmem.models.contradictions` defines it) and active memories under
+  ``low_confidence``.
 
 Every line cites its memoryIds. Limits (settings ``memory.bulletin``): at most
 ``max_items_per_section`` lines and ``max_chars_per_section`` characters per section,
@@ -28,9 +30,13 @@ from typing import Any
 
 from orchmem.config.settings import BulletinSettings
 
+from .bulletin_facts import Conflict, Facts, Item
+from .contradictions import unresolved
 from .schema import format_ts, parse_ts
+from .storage import bulletin_reads
 from .storage.database import OrchestratorDB
-from .storage.tables import META_EVENT_WATERMARK
+
+__all__ = ["SECTIONS", "Bulletin", "Conflict", "Facts", "Item", "Line", "build", "compose"]
 
 SECTIONS = ("knowledge_summary", "active_goals", "open_todos", "recent_decisions",
             "preference_profile", "conflicts_and_uncertainties")
@@ -43,34 +49,6 @@ TITLES = {
     "recent_decisions": "Recent decisions", "preference_profile": "Preferences",
     "conflicts_and_uncertainties": "Conflicts and uncertainties",
 }
-
-
-@dataclass(frozen=True)
-class Item:
-    """One active memory as the bulletin sees it."""
-
-    memory_id: str
-    type: str
-    summary: str
-    importance: int
-    confidence: float
-    created_at: str
-
-
-@dataclass(frozen=True)
-class Conflict:
-    newer: Item
-    older: Item
-
-
-@dataclass(frozen=True)
-class Facts:
-    """Everything the bulletin is composed from (read by ``collect``)."""
-
-    orchestrator_id: str
-    items: tuple[Item, ...]
-    conflicts: tuple[Conflict, ...]
-    watermark: int
 
 
 @dataclass(frozen=True)
@@ -207,49 +185,12 @@ def compose(facts: Facts, limits: BulletinSettings, now: datetime) -> Bulletin:
                     watermark=facts.watermark, sections=sections, truncated=truncated)
 
 
-# ---------------------------------------------------------------------------- collect
-
-
-def collect(odb: OrchestratorDB, limits: BulletinSettings) -> Facts:
-    """Read the few memories each section can show, and unresolved contradictions.
-
-    Only the best ``max_items_per_section`` of each type are read (the order ``compose``
-    uses), so the cost does not grow with the size of the memory.
-    """
-    columns = "memory_id, type, summary, importance, confidence, created_at"
-    live = "status = 'active' AND forgotten = 0"
-    take = limits.max_items_per_section
-    rows: dict[str, tuple[Any, ...]] = {}
-    for memory_type, order in (("Identity", "importance DESC, created_at DESC"),
-                               ("Fact", "importance DESC, created_at DESC"),
-                               ("Goal", "importance DESC, created_at DESC"),
-                               ("Todo", "importance DESC, created_at DESC"),
-                               ("Preference", "importance DESC, created_at DESC"),
-                               ("Decision", "created_at DESC"),
-                               ("Event", "created_at DESC"),
-                               ("Observation", "created_at DESC")):
-        for row in odb.sql(f"SELECT {columns} FROM memories WHERE {live} AND type = ? "
-                           f"ORDER BY {order}, memory_id LIMIT ?", (memory_type, take)):
-            rows[row[0]] = row
-    for row in odb.sql(f"SELECT {columns} FROM memories WHERE {live} AND confidence < ? "
-                       f"ORDER BY importance DESC, created_at DESC, memory_id LIMIT ?",
-                       (limits.low_confidence, take)):
-        rows[row[0]] = row
-    pairs = odb.sql(
-        f"SELECT {', '.join('a.' + c.strip() for c in columns.split(','))}, "
-        f"{', '.join('b.' + c.strip() for c in columns.split(','))} "
-        "FROM memory_edges e JOIN memories a ON a.memory_id = e.from_memory_id "
-        "JOIN memories b ON b.memory_id = e.to_memory_id "
-        "WHERE e.edge_type = 'Contradicts' AND a.status = 'active' AND b.status = 'active' "
-        "AND a.forgotten = 0 AND b.forgotten = 0 "
-        "ORDER BY a.created_at DESC, e.edge_id LIMIT ?", (take,))
-    conflicts = tuple(Conflict(Item(*p[:6]), Item(*p[6:])) for p in pairs)
-    watermark = odb.sql("SELECT value FROM meta WHERE key = ?", (META_EVENT_WATERMARK,))
-    return Facts(orchestrator_id=odb.orchestrator_id,
-                 items=tuple(Item(*r) for r in sorted(rows.values())),
-                 conflicts=conflicts, watermark=int(watermark[0][0]) if watermark else 0)
-
-
 def build(odb: OrchestratorDB, now: datetime) -> Bulletin:
-    """The bulletin of ``odb`` at ``now``."""
-    return compose(collect(odb, odb.memory.bulletin), odb.memory.bulletin, now)
+    """The bulletin of ``odb`` at ``now``: its facts read in one snapshot, then composed.
+
+    Raises StorageError / MemoryCorrupt when the database cannot be read.
+    """
+    limits = odb.memory.bulletin
+    facts = bulletin_reads.facts(odb, take=limits.max_items_per_section,
+                                 low_confidence=limits.low_confidence, keep=unresolved)
+    return compose(facts, limits, now)

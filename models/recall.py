@@ -16,23 +16,23 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from orchmem.config import EmbeddingError, MemoryValidationError, ScopeViolation
 from orchmem.config.settings import RetrievalSettings
 
 from . import textquery
+from .contradictions import contradicted
 from .embedding import get_embedder
 from .memlog import MemoryLog
 from .ranking import Features, Ranked, fuse
 from .schema import (
-    CapturedBy,
     MemoryEdge,
     MemoryNode,
     MemoryType,
     Source,
-    SourceType,
     Status,
     WireModel,
     check_memory_id,
@@ -40,12 +40,13 @@ from .schema import (
     parse_ts,
     utc_now,
 )
-from .storage import fts, vectors
+from .storage import fts, recall_reads, vectors
+from .storage.contradictions import contradictions
 from .storage.database import Databases, OrchestratorDB
-from .storage.edges import row_to_edge
-from .storage.memories import row_to_node
-from .storage.tables import MemoryEdgeRow, MemoryRow, MemorySourceRow
 from .workspace import Workspace
+
+if TYPE_CHECKING:
+    import numpy as np
 
 Mode = Literal["hybrid", "vector", "text"]
 #: Characters of the query given to the embedding model (it reads 256 tokens at most).
@@ -180,30 +181,30 @@ def recall(
     limit = top_n if top_n is not None else params.top_n
     if not 1 <= limit <= 1000:
         raise MemoryValidationError(f"top_n must be in 1..1000, got {limit}")
-    statuses = [s.value for s in Status] if include_inactive else [Status.ACTIVE.value]
-    warnings: list[str] = []
     if not text.strip():
         return _empty(orchestrator_id, text, mode, started, "empty query")
-
-    text_hits = (fts.search(odb, text, limit=params.top_k_text, statuses=statuses,
-                            types=type_values, within=memory_ids)
-                 if mode in ("hybrid", "text") else [])
-    vector_hits: list[vectors.VectorHit] = []
-    vector_available = mode != "text"
-    if mode in ("hybrid", "vector"):
-        vector_hits, vector_available = _vector_side(odb, text, params, statuses, type_values,
-                                                     memory_ids, warnings)
-    vector_ids = [h.memory_id for h in vector_hits]
-    text_ids = [h.memory_id for h in text_hits]
-    features = _features(odb, {*vector_ids, *text_ids})
-    ranked = fuse(vector_ids, text_ids, features, params, now or utc_now(), limit)
-    bundle = _assemble(odb, text, ranked, {h.memory_id: h.cosine for h in vector_hits},
-                       {h.memory_id: h.bm25 for h in text_hits})
+    search = _Search(text=text, mode=mode, params=params, limit=limit, types=type_values,
+                     within=memory_ids, statuses=[s.value for s in Status] if include_inactive
+                     else [Status.ACTIVE.value])
+    warnings: list[str] = []
+    # The model runs before the snapshot opens: no read transaction waits on it.
+    encoded = _embed(odb, text, warnings) if mode in ("hybrid", "vector") else None
+    with odb.read():
+        answer = _answer(odb, search, encoded, now or utc_now(), warnings)
     return RecallBundle.model_construct(
-        orchestrator_id=orchestrator_id, query=text, mode=mode,
-        vector_available=vector_available,
-        candidates={"vector": len(vector_hits), "text": len(text_hits)},
-        warnings=warnings, took_ms=round((time.perf_counter() - started) * 1000, 3), **bundle)
+        orchestrator_id=orchestrator_id, query=text, mode=mode, warnings=warnings,
+        took_ms=round((time.perf_counter() - started) * 1000, 3), **answer)
+
+
+@dataclass(frozen=True)
+class _Search:
+    text: str
+    mode: Mode
+    params: RetrievalSettings
+    limit: int
+    statuses: list[str]
+    types: list[str] | None
+    within: Sequence[str] | None
 
 
 def _check_types(types: Sequence[str] | None) -> list[str] | None:
@@ -220,82 +221,71 @@ def _check_types(types: Sequence[str] | None) -> list[str] | None:
     return values
 
 
-def _vector_side(odb: OrchestratorDB, text: str, params: RetrievalSettings,
-                 statuses: list[str], types: list[str] | None,
-                 within: Sequence[str] | None, warnings: list[str],
-                 ) -> tuple[list[vectors.VectorHit], bool]:
+def _embed(odb: OrchestratorDB, text: str, warnings: list[str]) -> tuple[np.ndarray, str] | None:
+    """The query vector and the embedder's version, or None (and a warning) on failure."""
     try:
         embedder = get_embedder(odb.settings.embedding)
-        query_vector = embedder.encode_one(text[:MAX_EMBED_CHARS])
+        return embedder.encode_one(text[:MAX_EMBED_CHARS]), embedder.version
     except EmbeddingError as exc:
         warnings.append(f"vector search unavailable ({exc}); answered from full text")
         odb.log.write("recall_degraded", reason=str(exc)[:300])
-        return [], False
+        return None
+
+
+def _answer(odb: OrchestratorDB, search: _Search, encoded: tuple[np.ndarray, str] | None,
+            now: datetime, warnings: list[str]) -> dict[str, Any]:
+    """Search, rank and assemble; the caller holds one read snapshot around all of it."""
+    text_hits = (fts.search(odb, search.text, limit=search.params.top_k_text,
+                            statuses=search.statuses, types=search.types, within=search.within)
+                 if search.mode in ("hybrid", "text") else [])
+    vector_hits: list[vectors.VectorHit] = []
+    vector_available = encoded is not None
+    if encoded is not None:
+        vector_hits, vector_available = _vector_side(odb, encoded, search, warnings)
+    vector_ids = [h.memory_id for h in vector_hits]
+    text_ids = [h.memory_id for h in text_hits]
+    ranked = fuse(vector_ids, text_ids, _features(odb, [*{*vector_ids, *text_ids}]),
+                  search.params, now, search.limit)
+    found = recall_reads.assembly(odb, [r.memory_id for r in ranked])
+    return {
+        **_bundle(found, ranked, {h.memory_id: h.cosine for h in vector_hits},
+                  {h.memory_id: h.bm25 for h in text_hits}),
+        "vector_available": vector_available,
+        "candidates": {"vector": len(vector_hits), "text": len(text_hits)},
+    }
+
+
+def _vector_side(odb: OrchestratorDB, encoded: tuple[np.ndarray, str], search: _Search,
+                 warnings: list[str]) -> tuple[list[vectors.VectorHit], bool]:
+    query_vector, version = encoded
 
     def keep(ids: list[str]) -> set[str]:
-        return _passing(odb, ids, statuses, types)
+        return recall_reads.passing(odb, ids, search.statuses, search.types)
 
-    hits, total = vectors.search(odb, query_vector, embedder=embedder.version,
-                                 limit=params.top_k_vector, keep=keep, within=within)
+    hits, total = vectors.search(odb, query_vector, embedder=version,
+                                 limit=search.params.top_k_vector, keep=keep,
+                                 within=search.within)
     if total == 0:
-        warnings.append(f"no embeddings yet for {embedder.version}; answered from full text")
+        warnings.append(f"no embeddings yet for {version}; answered from full text")
         return [], False
     return hits, True
 
 
-def _passing(odb: OrchestratorDB, ids: list[str], statuses: list[str],
-             types: list[str] | None) -> set[str]:
-    if not ids:
-        return set()
-    # The unary + keeps SQLite on the memory_id index: without table statistics it
-    # would otherwise scan the status index (measured: 3 ms instead of 0.1 ms at 10k).
-    sql = (f"SELECT memory_id FROM memories WHERE memory_id IN ({','.join('?' * len(ids))}) "
-           f"AND +forgotten = 0 AND +status IN ({','.join('?' * len(statuses))})")
-    params: list[Any] = [*ids, *statuses]
-    if types is not None:
-        sql += f" AND +type IN ({','.join('?' * len(types))})"
-        params += types
-    return {r[0] for r in odb.sql(sql, params)}
+def _features(odb: OrchestratorDB, ids: list[str]) -> dict[str, Features]:
+    penalized = contradicted(contradictions(odb, ids)) if ids else set()
+    return {r.memory_id: Features(memory_id=r.memory_id, importance=r.importance,
+                                  confidence=r.confidence, created_at=parse_ts(r.created_at),
+                                  contradicted=r.memory_id in penalized)
+            for r in recall_reads.rank_inputs(odb, ids)}
 
 
-def _features(odb: OrchestratorDB, ids: set[str]) -> dict[str, Features]:
-    if not ids:
-        return {}
-    marks = ",".join("?" * len(ids))
-    rows = odb.sql(f"SELECT memory_id, importance, confidence, created_at FROM memories "
-                   f"WHERE memory_id IN ({marks})", list(ids))
-    contradicted = {r[0] for r in odb.sql(
-        f"SELECT e.to_memory_id FROM memory_edges e CROSS JOIN memories f "
-        f"ON f.memory_id = e.from_memory_id WHERE e.to_memory_id IN ({marks}) "
-        f"AND e.edge_type = 'Contradicts' AND +f.status = 'active'", list(ids))}
-    return {r[0]: Features(memory_id=r[0], importance=r[1], confidence=r[2],
-                           created_at=parse_ts(r[3]), contradicted=r[0] in contradicted)
-            for r in rows}
-
-
-def _assemble(odb: OrchestratorDB, text: str, ranked: list[Ranked],
-              cosines: dict[str, float], bm25s: dict[str, float]) -> dict[str, Any]:
-    ids = [r.memory_id for r in ranked]
-    with odb.read():
-        rows = {r.memory_id: r for r in MemoryRow.select().where(MemoryRow.memory_id.in_(ids))}
-        edge_rows = list(MemoryEdgeRow.select().where(
-            MemoryEdgeRow.from_memory.in_(ids) | MemoryEdgeRow.to_memory.in_(ids))
-            .order_by(MemoryEdgeRow.edge_id)) if ids else []
-        edge_ends = {end for e in edge_rows
-                     for end in (e.from_memory_id, e.to_memory_id)}  # type: ignore[attr-defined]
-        outside = sorted(edge_ends - set(ids))
-        neighbor_rows = list(MemoryRow.select(MemoryRow.memory_id, MemoryRow.type,
-                                              MemoryRow.summary, MemoryRow.status)
-                             .where(MemoryRow.memory_id.in_(outside))
-                             .order_by(MemoryRow.memory_id)) if outside else []
-        source_rows = list(MemorySourceRow.select().where(MemorySourceRow.memory.in_(ids))
-                           .order_by(MemorySourceRow.id)) if ids else []
+def _bundle(found: recall_reads.Assembly, ranked: list[Ranked], cosines: dict[str, float],
+            bm25s: dict[str, float]) -> dict[str, Any]:
     nodes = []
     for position, item in enumerate(ranked, start=1):
         mods = item.modifiers
         nodes.append(RecalledMemory.model_construct(
-            rank=position,
-            memory=row_to_node(rows[item.memory_id], odb.orchestrator_id),
+            rank=position, memory=found.nodes[item.memory_id],
             scores=Scores.model_construct(
                 score=item.score, rrf=item.rrf, vector_rank=item.vector_rank,
                 text_rank=item.text_rank, vector_cosine=cosines.get(item.memory_id),
@@ -303,22 +293,20 @@ def _assemble(odb: OrchestratorDB, text: str, ranked: list[Ranked],
                 recency=mods.recency, confidence=mods.confidence,
                 contradiction=mods.contradiction)))
     by_memory: dict[str, list[SourceRecord]] = {}
-    for src in source_rows:
-        bucket = by_memory.setdefault(src.memory_id, [])  # type: ignore[attr-defined]
+    for captured in found.sources:
+        bucket = by_memory.setdefault(captured.memory_id, [])
         if len(bucket) < MAX_SOURCES_PER_MEMORY:
             bucket.append(SourceRecord.model_construct(
-                source_type=SourceType(src.source_type), source_path=src.source_path,
-                conversation_id=src.conversation_id, workflow_run_id=src.workflow_run_id,
-                step_id=src.step_id, captured_by=CapturedBy(src.captured_by),
-                captured_at=src.captured_at))
+                **dict(captured.source), captured_at=captured.captured_at))
     return {
         "nodes": nodes,
-        "edges": [row_to_edge(e) for e in edge_rows],
-        "neighbors": [Neighbor.model_construct(memory_id=r.memory_id, type=MemoryType(r.type),
-                                               summary=r.summary, status=Status(r.status))
-                      for r in neighbor_rows],
-        "provenance": [Provenance.model_construct(memory_id=m, sources=by_memory.get(m, []))
-                       for m in ids],
+        "edges": found.edges,
+        "neighbors": [Neighbor.model_construct(memory_id=b.memory_id, type=b.type,
+                                               summary=b.summary, status=b.status)
+                      for b in found.neighbors],
+        "provenance": [Provenance.model_construct(memory_id=r.memory_id,
+                                                  sources=by_memory.get(r.memory_id, []))
+                       for r in ranked],
     }
 
 

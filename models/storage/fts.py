@@ -31,7 +31,8 @@ def search(odb: OrchestratorDB, text: str, *, limit: int, statuses: Sequence[str
            ) -> list[TextHit]:
     """The best ``limit`` memories for ``text`` by BM25 (content weighs 1, summary 0.5).
 
-    Order is deterministic: by score, then memoryId.
+    Order is deterministic: by score, then memoryId. Run it inside the caller's
+    ``odb.read()`` to share one snapshot with the reads that follow (recall does).
     """
     terms = query_terms(text)
     if not terms or limit <= 0:

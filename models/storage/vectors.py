@@ -161,7 +161,8 @@ def search(odb: OrchestratorDB, query: np.ndarray, *, embedder: str, limit: int,
 
     ``keep`` filters candidate ids (status, type: one SQL query per window); the window
     over-fetches and widens until ``limit`` hits pass or every vector was looked at.
-    ``within`` restricts the search to those memoryIds.
+    ``within`` restricts the search to those memoryIds. Inside the caller's ``odb.read()``
+    the refresh and every ``keep`` query see that one snapshot.
     """
     index = index_for(odb, embedder, int(query.shape[0]))
     with index.lock:

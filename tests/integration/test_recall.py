@@ -9,10 +9,12 @@ import pytest
 from orchmem_testing import make_settings
 
 from orchmem.config import MemoryValidationError, ScopeViolation
+from orchmem.models.edits import Forget, apply_edit
 from orchmem.models.embedding import Embedder
 from orchmem.models.memlog import read_log
 from orchmem.models.recall import recall
 from orchmem.models.schema import EdgeInput, MemoryInput, derive_id, validate
+from orchmem.models.storage import recall_reads
 from orchmem.models.storage.database import Databases, OrchestratorDB
 from orchmem.models.storage.tables import MemoryRow
 from orchmem.models.writeback import write_memories
@@ -176,3 +178,34 @@ def test_hostile_query_strings_return_normally(databases: Databases, embedder: E
     for query in ['"', "NEAR(", "tea*", "content:tea", "\udcff", "x" * 100_000, "", " "]:
         bundle = recall("hostile", query, databases=databases)
         assert isinstance(bundle.nodes, list)
+
+
+def test_a_hard_forget_committed_mid_recall_never_leaves_a_node_without_content(
+        tmp_path: Path, embedder: Embedder, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The forget's WAL checkpoint waits for this very reader (same thread): keep it short.
+    settings = make_settings(tmp_path, "", worker={"busy_timeout_ms": 200})
+    databases = Databases(settings)
+    target, kept = seed(databases.open("snap"), embedder, [
+        {"content": "The vault code for the back door is 8082"},
+        {"content": "The vault code for the front door is 3468"}])
+    other = Databases(settings).open("snap")  # another connection: a concurrent writer
+    assert other is not None
+    read_rank_inputs = recall_reads.rank_inputs
+    forgotten: list[str] = []
+
+    def forget_between_reads(odb: OrchestratorDB, ids: Any) -> Any:
+        # The searches have found the target; the forget commits before the rest is read.
+        if not forgotten:
+            apply_edit(other, Forget(op="forget", memory_id=target, hard=True),
+                       key="forget-mid-recall", task="edit")
+            forgotten.append(target)
+        return read_rank_inputs(odb, ids)
+
+    monkeypatch.setattr(recall_reads, "rank_inputs", forget_between_reads)
+    during = recall("snap", "vault code door", databases=databases)
+    assert forgotten == [target]
+    assert set(during.memory_ids) == {target, kept}  # the snapshot from before the forget
+    assert all(n.memory.content and n.memory.summary for n in during.nodes)
+    assert all(p.sources for p in during.provenance)
+    after = recall("snap", "vault code door", databases=databases)
+    assert after.memory_ids == [kept]

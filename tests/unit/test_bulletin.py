@@ -109,3 +109,17 @@ def test_json_round_trip_and_empty_bulletin() -> None:
     empty = Bulletin.empty("o", format_ts(NOW))
     assert empty.to_text() == "(no memories yet)"
     assert all(v == [] for v in empty.to_dict()["sections"].values())
+
+
+def test_conflicts_come_newest_first_and_a_conflicted_memory_is_not_also_uncertain() -> None:
+    first_new = item(1, "Fact", confidence=0.2, days=2, summary="The venue is Lyon")
+    first_old = item(2, "Fact", days=9, summary="The venue is Paris")
+    second_new = item(3, "Fact", days=1, summary="The budget is 5k")
+    second_old = item(4, "Fact", days=8, summary="The budget is 3k")
+    shaky = item(5, "Fact", confidence=0.2, summary="Maybe a team dinner")
+    source = Facts("o", (first_new, first_old, second_new, second_old, shaky),
+                   (Conflict(first_new, first_old), Conflict(second_new, second_old)), 3)
+    lines = compose(source, BulletinSettings(), NOW).sections["conflicts_and_uncertainties"]
+    assert [line.memory_ids for line in lines] == [
+        (second_new.memory_id, second_old.memory_id), (first_new.memory_id, first_old.memory_id),
+        (shaky.memory_id,)]
