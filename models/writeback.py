@@ -18,10 +18,11 @@ from orchmem.config import MemoryValidationError
 
 from .reconcile import Proposed, Reconciler
 from .schema import EdgeInput, MemoryInput, derive_id
+from .storage import memories as stored_memories
 from .storage.database import OrchestratorDB
 from .storage.edges import insert_edge
 from .storage.receipts import FINAL_RECEIPTS, RECEIPT_DONE, finish_receipt
-from .storage.tables import MemoryRow, TaskReceiptRow
+from .storage.tables import TaskReceiptRow
 from .storage.vectors import index_for, store_embeddings
 
 
@@ -60,7 +61,7 @@ def write_memories(
         if receipt is not None and receipt.status in FINAL_RECEIPTS and receipt.result:
             stored: dict[str, Any] = json.loads(receipt.result)
             return {**stored, "duplicate": True}
-        reconciler = Reconciler(odb, key, odb.memory.writeback, index)
+        reconciler = Reconciler(key, odb.memory.writeback, index)
         reconciler.prepare(proposals)
         ids: list[str] = []
         created: list[str] = []
@@ -72,10 +73,10 @@ def write_memories(
         new_vectors: list[tuple[str, np.ndarray]] = []
         for position, proposed in enumerate(proposals):
             memory_id = derive_id("m", odb.orchestrator_id, key, position)
-            if MemoryRow.get_or_none(MemoryRow.memory_id == memory_id) is not None:
+            if stored_memories.exists(memory_id):
                 ids.append(memory_id)  # replay of a key whose receipt is gone
                 continue
-            outcome = reconciler.apply(memory_id, proposed, position)
+            outcome = reconciler.apply(odb, memory_id, proposed, position)
             ids.append(outcome.memory_id)
             if outcome.action == "created":
                 created.append(outcome.memory_id)
