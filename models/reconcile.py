@@ -83,10 +83,9 @@ class Proposed:
                    stated=memory.source.captured_by == CapturedBy.USER)
 
     @classmethod
-    def extracted(cls, memory: MemoryInput, candidate: Candidate,
-                  vector: np.ndarray | None = None) -> Proposed:
+    def extracted(cls, memory: MemoryInput, candidate: Candidate) -> Proposed:
         """An extracted memory: subject, value and stated as the extractor found them."""
-        return cls(memory=memory, vector=vector, subject=candidate.subject,
+        return cls(memory=memory, subject=candidate.subject,
                    value=candidate.value, stated=candidate.stated)
 
 
