@@ -19,9 +19,7 @@ outbox, whose payloads hold what was said, are erased the same way.
 
 from __future__ import annotations
 
-import json
 import logging
-import re
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, TypeAdapter
@@ -41,23 +39,15 @@ from .schema import (
     check_memory_id,
     content_fingerprint,
     derive_id,
-    format_ts,
-    utc_now,
     validate,
 )
-from .storage import receipts
+from .storage import memories, receipts
 from .storage.database import OrchestratorDB
 from .storage.edges import insert_edge
 from .storage.events import add_event
-from .storage.memories import insert_memory, set_status
+from .storage.forget import checkpoint_wal, erase
+from .storage.memories import StoredMemory, insert_memory, set_status
 from .storage.outbox import Outbox, prune_done
-from .storage.tables import (
-    MemoryEdgeRow,
-    MemoryEventRow,
-    MemoryRow,
-    MemorySourceRow,
-)
-from .storage.vectors import delete_embedding
 
 logger = logging.getLogger(__name__)
 
@@ -110,12 +100,12 @@ Edit = Annotated[Supersede | Retract | Link | Forget, Field(discriminator="op")]
 EDIT_ADAPTER: TypeAdapter[Supersede | Retract | Link | Forget] = TypeAdapter(Edit)
 
 
-def _row(odb: OrchestratorDB, memory_id: str, where: str) -> MemoryRow:
+def _stored(odb: OrchestratorDB, memory_id: str, where: str) -> StoredMemory:
     check_memory_id(memory_id, odb.orchestrator_id, where=where)
-    row = MemoryRow.get_or_none(MemoryRow.memory_id == memory_id)
-    if row is None:
+    stored = memories.get(memory_id)
+    if stored is None:
         raise MemoryNotFound(f"{where} {memory_id} is not a memory of {odb.orchestrator_id!r}")
-    return row
+    return stored
 
 
 def _done(key: str) -> dict[str, Any] | None:
@@ -153,7 +143,7 @@ def apply_edit(odb: OrchestratorDB, edit: Supersede | Retract | Link | Forget, *
 def _erase_leftovers(odb: OrchestratorDB) -> None:
     """Move a hard forget's zeroed pages out of the WAL, and erase the finished outbox
     entries (their payloads hold what was said)."""
-    odb.sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    checkpoint_wal(odb)
     outbox = Outbox(odb.workspace.outbox_path, odb.settings.worker.busy_timeout_ms)
     try:
         prune_done(outbox, odb, erase=True)
@@ -166,21 +156,21 @@ def _erase_leftovers(odb: OrchestratorDB) -> None:
         outbox.close()
 
 
-def _active(row: MemoryRow, op: str) -> None:
-    if row.status != Status.ACTIVE.value:
+def _active(stored: StoredMemory, op: str) -> None:
+    if stored.status != Status.ACTIVE.value:
         raise MemoryValidationError(
-            f"cannot {op} {row.memory_id}: it is {row.status}, not active",
-            [{"path": "memoryId", "message": f"memory is {row.status}"}])
+            f"cannot {op} {stored.memory_id}: it is {stored.status}, not active",
+            [{"path": "memoryId", "message": f"memory is {stored.status}"}])
 
 
 def _supersede(odb: OrchestratorDB, edit: Supersede, key: str) -> dict[str, Any]:
-    old = _row(odb, edit.memory_id, "memoryId")
+    old = _stored(odb, edit.memory_id, "memoryId")
     _active(old, "supersede")
     if (edit.by is None) == (edit.content is None):
         raise MemoryValidationError("supersede needs exactly one of 'by' (a memoryId) or "
                                     "'content' (the new memory's text)")
     if edit.by is not None:
-        new = _row(odb, edit.by, "by")
+        new = _stored(odb, edit.by, "by")
         if new.memory_id == old.memory_id:
             raise MemoryValidationError("a memory cannot supersede itself")
         new_id = new.memory_id
@@ -191,7 +181,7 @@ def _supersede(odb: OrchestratorDB, edit: Supersede, key: str) -> dict[str, Any]
             "source": {"sourceType": "manual", "capturedBy": edit.actor}},
             workspace=odb.workspace, max_content_chars=odb.memory.writeback.max_content_chars)
         new_id = derive_id("m", odb.orchestrator_id, key, 0)
-        insert_memory(odb, new_id, memory, key=key, subject=old.subject,
+        insert_memory(new_id, memory, key=key, subject=old.subject,
                       value=None, stated=edit.actor == "user",
                       fingerprint=content_fingerprint(memory.type.value, memory.content))
         add_event("create", [new_id], after={"type": memory.type.value, "replaces": old.memory_id},
@@ -207,17 +197,17 @@ def _supersede(odb: OrchestratorDB, edit: Supersede, key: str) -> dict[str, Any]
 
 
 def _retract(odb: OrchestratorDB, edit: Retract, key: str) -> dict[str, Any]:
-    row = _row(odb, edit.memory_id, "memoryId")
-    _active(row, "retract")
-    set_status(row, Status.RETRACTED, reason=edit.reason, actor=edit.actor, key=key)
-    odb.log.write("retract", memoryId=row.memory_id, reason=edit.reason, actor=edit.actor,
+    stored = _stored(odb, edit.memory_id, "memoryId")
+    _active(stored, "retract")
+    set_status(stored, Status.RETRACTED, reason=edit.reason, actor=edit.actor, key=key)
+    odb.log.write("retract", memoryId=stored.memory_id, reason=edit.reason, actor=edit.actor,
                   key=key)
-    return {"memoryIds": [row.memory_id]}
+    return {"memoryIds": [stored.memory_id]}
 
 
 def _link(odb: OrchestratorDB, edit: Link, key: str) -> dict[str, Any]:
     for end, where in ((edit.from_memory_id, "fromMemoryId"), (edit.to_memory_id, "toMemoryId")):
-        _row(odb, end, where)
+        _stored(odb, end, where)
     edge = EdgeInput(from_memory_id=edit.from_memory_id, to_memory_id=edit.to_memory_id,
                      edge_type=edit.edge_type, weight=edit.weight, reason=edit.reason)
     edge_id = insert_edge(odb, edge, from_id=edit.from_memory_id, to_id=edit.to_memory_id,
@@ -228,72 +218,20 @@ def _link(odb: OrchestratorDB, edit: Link, key: str) -> dict[str, Any]:
 
 
 def _forget(odb: OrchestratorDB, edit: Forget, key: str) -> dict[str, Any]:
-    row = _row(odb, edit.memory_id, "memoryId")
-    if row.forgotten:
-        raise MemoryValidationError(f"{row.memory_id} is already forgotten")
+    stored = _stored(odb, edit.memory_id, "memoryId")
+    if stored.forgotten:
+        raise MemoryValidationError(f"{stored.memory_id} is already forgotten")
     if not edit.hard:
-        _active(row, "forget")
-        set_status(row, Status.RETRACTED, reason=edit.reason or "forgotten", actor=edit.actor,
-                   key=key)
-        odb.log.write("forget", memoryId=row.memory_id, hard=False, actor=edit.actor, key=key)
-        return {"memoryIds": [row.memory_id], "hard": False}
-    before = {"type": row.type, "status": row.status}
-    _release_subject(row)
-    row.content = ""
-    row.summary = ""
-    row.subject = None
-    row.value = None
-    row.fingerprint = f"forgotten:{row.memory_id}"
-    row.forgotten = 1
-    row.status = Status.RETRACTED.value
-    row.updated_at = format_ts(utc_now())
-    row.save()
-    MemorySourceRow.delete().where(MemorySourceRow.memory == row.memory_id).execute()
-    delete_embedding(row.memory_id)
-    _scrub_audit(row.memory_id)
-    # Merging every segment drops the deleted tokens; until then they stay in the index.
-    odb.db.execute_sql("INSERT INTO memory_fts(memory_fts) VALUES ('optimize')")
-    add_event("forget_hard", [row.memory_id], before=before,
+        _active(stored, "forget")
+        set_status(stored, Status.RETRACTED, reason=edit.reason or "forgotten",
+                   actor=edit.actor, key=key)
+        odb.log.write("forget", memoryId=stored.memory_id, hard=False, actor=edit.actor,
+                      key=key)
+        return {"memoryIds": [stored.memory_id], "hard": False}
+    erase(odb, stored.memory_id)
+    add_event("forget_hard", [stored.memory_id],
+              before={"type": stored.type, "status": stored.status},
               after={"status": Status.RETRACTED.value, "forgotten": True},
               reason=edit.reason, actor=edit.actor, key=key)
-    odb.log.write("forget", memoryId=row.memory_id, hard=True, actor=edit.actor, key=key)
-    return {"memoryIds": [row.memory_id], "hard": True}
-
-
-#: Event fields that carry words (or a hash) of a memory's content.
-CONTENT_FIELDS = frozenset({"subject", "value", "content", "summary", "statement"})
-_WORD = re.compile(r"\w+")
-
-
-def _without_content(text: str | None) -> str | None:
-    if text is None:
-        return None
-    data = json.loads(text)
-    if not isinstance(data, dict) or not CONTENT_FIELDS & data.keys():
-        return text
-    return json.dumps({k: v for k, v in data.items() if k not in CONTENT_FIELDS})
-
-
-def _scrub_audit(memory_id: str) -> None:
-    """Keep the audit trail of ``memory_id`` (ops, ids, actors, keys, times), not its words."""
-    # memory_ids is a JSON list of ids; the quoted id cannot match inside another id.
-    for event in MemoryEventRow.select().where(
-            MemoryEventRow.memory_ids.contains(f'"{memory_id}"')):
-        before, after = _without_content(event.before), _without_content(event.after)
-        if (before, after, event.reason) != (event.before, event.after, None):
-            event.before, event.after, event.reason = before, after, None
-            event.save()
-    (MemoryEdgeRow.update(reason=None)
-     .where((MemoryEdgeRow.from_memory == memory_id) | (MemoryEdgeRow.to_memory == memory_id))
-     .execute())
-
-
-def _release_subject(row: MemoryRow) -> None:
-    """Clear the subject other memories took from ``row`` without saying its words."""
-    if not row.subject or ":" not in row.subject:
-        return  # a broad subject ("prefer") names no words
-    words = set(_WORD.findall(row.subject.split(":", 1)[1].casefold()))
-    for other in MemoryRow.select().where(MemoryRow.subject == row.subject,
-                                          MemoryRow.memory_id != row.memory_id):
-        if not words <= set(_WORD.findall(other.content.casefold())):
-            MemoryRow.update(subject=None, value=None).where(MemoryRow.id == other.id).execute()
+    odb.log.write("forget", memoryId=stored.memory_id, hard=True, actor=edit.actor, key=key)
+    return {"memoryIds": [stored.memory_id], "hard": True}

@@ -24,7 +24,7 @@ from orchmem.config import MemoryValidationError
 from .extraction import Candidate, Extractor, Message, subject_of
 from .payloads import ChannelTranscript, Diagnostics, WorkflowOutput, WritebackRequest
 from .reconcile import Proposed
-from .schema import MemoryInput, MemoryType, validate
+from .schema import MemoryInput, MemoryType, Source, validate
 from .workspace import Workspace
 
 #: JSON keys of a workflow output, and the memory type of their items.
@@ -44,6 +44,15 @@ WORKFLOW_IMPORTANCE = {MemoryType.DECISION: 75, MemoryType.TODO: 65, MemoryType.
                        MemoryType.EVENT: 45, MemoryType.OBSERVATION: 35}
 WORKFLOW_CONFIDENCE = 0.8
 SEVERITY_IMPORTANCE = {"info": 35, "warning": 55, "error": 75, "critical": 90}
+
+
+@dataclass
+class _Provenance:
+    """The source of one section's candidates: validated with its first valid candidate,
+    then reused as that instance (pydantic keeps a model instance as given)."""
+
+    given: dict[str, Any]
+    validated: Source | None = None
 
 
 @dataclass
@@ -71,13 +80,13 @@ def build(request: WritebackRequest, extractor: Extractor, workspace: Workspace,
     return out
 
 
-def _add(out: Proposals, candidate: Candidate, source: dict[str, Any], workspace: Workspace,
+def _add(out: Proposals, candidate: Candidate, source: _Provenance, workspace: Workspace,
          max_content_chars: int, where: str, strict: bool = False,
          said: datetime | None = None) -> None:
     """Validate and append; an invalid extracted candidate is skipped, a given one fails."""
     data: dict[str, Any] = {"type": candidate.type.value, "content": candidate.content,
             "importance": candidate.importance, "confidence": candidate.confidence,
-            "source": source}
+            "source": source.validated or source.given}
     if said is not None:
         data["createdAt"] = said
     try:
@@ -88,14 +97,15 @@ def _add(out: Proposals, candidate: Candidate, source: dict[str, Any], workspace
             raise
         out.skipped.append({"from": where, "reason": exc.message[:300]})
         return
+    source.validated = memory.source
     out.items.append(Proposed.extracted(memory, candidate))
 
 
 def _from_transcript(out: Proposals, transcript: ChannelTranscript, extractor: Extractor,
                      workspace: Workspace, max_content_chars: int,
                      said: datetime | None) -> None:
-    source = {"sourceType": "channel_transcript", "capturedBy": "extractor",
-              "conversationId": transcript.conversation_id}
+    source = _Provenance({"sourceType": "channel_transcript", "capturedBy": "extractor",
+                          "conversationId": transcript.conversation_id})
     for message in transcript.messages:
         # One message at a time, so each memory carries the time its message was sent.
         for candidate in extractor([Message(role=message.role, text=message.text)],
@@ -107,8 +117,8 @@ def _from_transcript(out: Proposals, transcript: ChannelTranscript, extractor: E
 def _from_workflow(out: Proposals, output: WorkflowOutput, extractor: Extractor,
                    workspace: Workspace, max_content_chars: int,
                    said: datetime | None) -> None:
-    source = {"sourceType": "workflow_output", "capturedBy": "extractor",
-              "workflowRunId": output.workflow_run_id, "stepId": output.step_id}
+    source = _Provenance({"sourceType": "workflow_output", "capturedBy": "extractor",
+                          "workflowRunId": output.workflow_run_id, "stepId": output.step_id})
     if isinstance(output.output, str):
         for candidate in extractor([Message(role="tool", text=output.output)], "document"):
             _add(out, candidate, source, workspace, max_content_chars, "workflowOutput",
@@ -150,9 +160,10 @@ def _workflow_item(memory_type: MemoryType, item: Any, where: str) -> Candidate:
 
 def _from_diagnostics(out: Proposals, diagnostics: Diagnostics, workspace: Workspace,
                       max_content_chars: int, said: datetime | None) -> None:
-    source: dict[str, Any] = {"sourceType": "diagnostics", "capturedBy": "system"}
+    given: dict[str, Any] = {"sourceType": "diagnostics", "capturedBy": "system"}
     if diagnostics.run_id:
-        source["workflowRunId"] = diagnostics.run_id
+        given["workflowRunId"] = diagnostics.run_id
+    source = _Provenance(given)
     for index, finding in enumerate(diagnostics.findings):
         where = f" {finding.component}" if finding.component else ""
         candidate = Candidate(type=MemoryType.OBSERVATION,

@@ -25,12 +25,19 @@ For each proposed memory, inside the write transaction, in this order:
      penalizes the older one while the contradiction stands.
 
 Nothing is deleted. Every decision writes an audit event.
+
+The policy (:func:`decide`, :func:`link`, :func:`same_gist`) is pure: it takes the
+stored state of the memories a candidate could touch and returns what to do. The
+:class:`Reconciler` fetches that state through the storage layer, asks the policy, and
+applies its answer with storage writes, all inside the caller's write transaction.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 
@@ -47,11 +54,11 @@ from .schema import (
     format_ts,
     utc_now,
 )
+from .storage import memories
 from .storage.database import OrchestratorDB
 from .storage.edges import insert_edge
 from .storage.events import add_event
-from .storage.memories import insert_memory, reinforce, said_before, set_status
-from .storage.tables import MemoryRow
+from .storage.memories import StoredMemory, insert_memory, reinforce, said_before, set_status
 from .storage.vectors import VectorIndex, dot
 
 #: Subjects too broad to link on their own: the vectors must agree as well.
@@ -76,14 +83,16 @@ class Proposed:
                    stated=memory.source.captured_by == CapturedBy.USER)
 
     @classmethod
-    def extracted(cls, memory: MemoryInput, candidate: Candidate,
-                  vector: np.ndarray | None = None) -> Proposed:
-        return cls(memory=memory, vector=vector, subject=candidate.subject,
+    def extracted(cls, memory: MemoryInput, candidate: Candidate) -> Proposed:
+        """An extracted memory: subject, value and stated as the extractor found them."""
+        return cls(memory=memory, subject=candidate.subject,
                    value=candidate.value, stated=candidate.stated)
 
 
 @dataclass
 class Outcome:
+    """What one proposed memory did to the store."""
+
     memory_id: str
     action: str  # created | reinforced | unchanged
     #: memoryIds that became superseded (the new one itself, if it was the older claim).
@@ -108,19 +117,125 @@ def same_gist(a: str, b: str) -> bool:
     return len(words_a & words_b) / len(words_a | words_b) >= MIN_WORD_OVERLAP
 
 
+# -- the policy, over values -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to do with one proposed memory.
+
+    ``reinforce`` or ``unchanged`` name the ``existing`` memory that already holds it;
+    ``create`` lists the ``related`` older memories on the same subject to :func:`link`.
+    """
+
+    action: Literal["create", "reinforce", "unchanged"]
+    existing: StoredMemory | None = None
+    related: tuple[StoredMemory, ...] = ()
+
+
+@dataclass(frozen=True)
+class Link:
+    """How a new memory and a stored one on the same subject are joined."""
+
+    newer_id: str
+    older_id: str
+    edge_type: EdgeType
+    reason: str
+
+    @property
+    def supersedes(self) -> bool:
+        """True when the older memory becomes ``superseded``."""
+        return self.edge_type == EdgeType.UPDATES
+
+
+def related(proposed: Proposed, same_subject: Sequence[tuple[StoredMemory, float | None]],
+            related_similarity: float) -> list[StoredMemory]:
+    """The stored memories on ``proposed``'s subject it may update or contradict.
+
+    ``same_subject`` pairs each active memory of the subject with the cosine of its
+    vector to ``proposed``'s (None when either has none). A broad subject links only
+    memories at cosine >= ``related_similarity``.
+    """
+    if proposed.subject not in BROAD_SUBJECTS:
+        return [stored for stored, _ in same_subject]
+    if proposed.vector is None:
+        return []
+    return [stored for stored, cosine in same_subject
+            if cosine is not None and cosine >= related_similarity]
+
+
+def decide(proposed: Proposed, *, duplicate: StoredMemory | None,
+           similar: Sequence[tuple[StoredMemory, float]],
+           same_subject: Sequence[tuple[StoredMemory, float | None]],
+           settings: WritebackSettings,
+           holds: Callable[[StoredMemory], bool]) -> Decision:
+    """Reinforce, leave unchanged, or create ``proposed``.
+
+    ``duplicate`` is the active memory of the same type and fingerprint; ``similar`` the
+    active memories of the same type near its vector, with their cosines;
+    ``same_subject`` as in :func:`related`. ``holds(m)`` says whether ``m`` already holds
+    this statement from the same place (then nothing changes).
+    """
+    linked = related(proposed, same_subject, settings.related_similarity)
+    existing = (duplicate or _near_duplicate(proposed, similar, settings.dedup_similarity)
+                or _restatement(proposed, linked))
+    if existing is None:
+        return Decision("create", related=tuple(linked))
+    return Decision("unchanged" if holds(existing) else "reinforce", existing)
+
+
+def _near_duplicate(proposed: Proposed, similar: Sequence[tuple[StoredMemory, float]],
+                    dedup_similarity: float) -> StoredMemory | None:
+    if proposed.vector is None:
+        return None
+    close = sorted(((cosine, stored.memory_id, stored) for stored, cosine in similar
+                    if cosine >= dedup_similarity), key=lambda c: (c[0], c[1]), reverse=True)
+    return next((stored for _, _, stored in close
+                 if same_gist(stored.content, proposed.memory.content)), None)
+
+
+def _restatement(proposed: Proposed, linked: Sequence[StoredMemory]) -> StoredMemory | None:
+    if not proposed.subject or proposed.value is None:
+        return None
+    return next((s for s in linked if (s.value or "") == proposed.value), None)
+
+
+def link(proposed: Proposed, new_id: str, stored: StoredMemory) -> Link:
+    """The edge between the new memory ``new_id`` and ``stored``, on the same subject.
+
+    "Newer" is decided by when each was said (``createdAt``), not by arrival order: a
+    write-back redelivered late must not let an old statement win. The newer one
+    supersedes the older (``Updates``) when the user stated it with at least the older
+    one's confidence; otherwise they contradict each other.
+    """
+    said_at = format_ts(proposed.memory.created_at or utc_now())
+    if said_at >= stored.created_at:
+        newer_id, older_id = new_id, stored.memory_id
+        stated, confidence = proposed.stated, proposed.memory.confidence
+        older_confidence = stored.confidence
+    else:
+        newer_id, older_id = stored.memory_id, new_id
+        stated, confidence = stored.stated, stored.confidence
+        older_confidence = proposed.memory.confidence
+    if stated and confidence >= older_confidence:
+        return Link(newer_id, older_id, EdgeType.UPDATES, f"restates {proposed.subject}")
+    return Link(newer_id, older_id, EdgeType.CONTRADICTS, f"conflicts on {proposed.subject}")
+
+
+# -- applying it, inside one write transaction ---------------------------------------
+
 #: Nearest stored neighbours looked at per candidate.
 NEIGHBOURS = 8
 
 
 @dataclass
 class Reconciler:
-    """Decides, for one write transaction, what each proposed memory does.
+    """Applies the policy to each proposed memory of one write transaction.
 
     ``prepare`` finds every candidate's nearest stored neighbours in one matrix product
     before the loop (a bulk write of n memories costs one n x N product, not n).
     """
 
-    odb: OrchestratorDB
     key: str
     settings: WritebackSettings
     index: VectorIndex | None = None
@@ -130,9 +245,9 @@ class Reconciler:
     fresh_rows: dict[str, int] = field(default_factory=dict)
     fresh_matrix: np.ndarray | None = None
     neighbours: dict[int, list[tuple[str, float]]] = field(default_factory=dict)
-    _position: int = -1
 
     def prepare(self, proposals: list[Proposed]) -> None:
+        """Find the stored neighbours of every proposal with a vector, in one product."""
         with_vectors = [(i, p.vector) for i, p in enumerate(proposals) if p.vector is not None]
         if with_vectors:
             self.fresh_matrix = np.zeros((len(with_vectors), with_vectors[0][1].shape[0]),
@@ -144,17 +259,33 @@ class Reconciler:
                                        strict=True):
             self.neighbours[position] = [(h.memory_id, h.cosine) for h in hits]
 
-    def apply(self, memory_id: str, proposed: Proposed, position: int = -1) -> Outcome:
+    def apply(self, odb: OrchestratorDB, memory_id: str, proposed: Proposed,
+              position: int = -1) -> Outcome:
+        """Reinforce, keep or create ``proposed`` (as ``memory_id``) and link it; returns
+        what it did. Call inside ``odb.write()``."""
         memory = proposed.memory
-        self._position = position
-        existing = self._duplicate(proposed) or self._restatement(proposed)
-        if existing is not None:
-            if said_before(existing, memory):
-                return Outcome(existing.memory_id, "unchanged")
-            reinforce(existing, memory, key=self.key)
-            return Outcome(existing.memory_id, "reinforced")
-        insert_memory(self.odb, memory_id, memory, key=self.key,
-                      fingerprint=content_fingerprint(memory.type.value, memory.content),
+        memory_type = memory.type.value
+        fingerprint = content_fingerprint(memory_type, memory.content)
+        duplicate = memories.find_duplicate(memory_type, fingerprint)
+        similar = self._similar(proposed, position) if duplicate is None else []
+        same_subject = self._same_subject(proposed) if duplicate is None else []
+        decision = decide(proposed, duplicate=duplicate, similar=similar,
+                          same_subject=same_subject, settings=self.settings,
+                          holds=lambda stored: said_before(stored, memory))
+        if decision.existing is not None:
+            if decision.action == "unchanged":
+                return Outcome(decision.existing.memory_id, "unchanged")
+            reinforce(decision.existing, memory, key=self.key)
+            return Outcome(decision.existing.memory_id, "reinforced")
+        self._create(memory_id, proposed, fingerprint)
+        outcome = Outcome(memory_id, "created")
+        for stored in decision.related:
+            self._link(odb, outcome, proposed, stored)
+        return outcome
+
+    def _create(self, memory_id: str, proposed: Proposed, fingerprint: str) -> None:
+        memory = proposed.memory
+        insert_memory(memory_id, memory, key=self.key, fingerprint=fingerprint,
                       subject=proposed.subject, value=proposed.value, stated=proposed.stated)
         add_event("create", [memory_id],
                   after={"type": memory.type.value, "importance": memory.importance,
@@ -164,120 +295,58 @@ class Reconciler:
             self.fresh_rows[memory_id] = len(self.fresh_ids)
             self.fresh_matrix[len(self.fresh_ids)] = proposed.vector
             self.fresh_ids.append(memory_id)
-        outcome = Outcome(memory_id, "created")
-        for older in self._same_subject(proposed, exclude=memory_id):
-            self._link(outcome, proposed, older)
-        return outcome
 
-    # -- lookups ----------------------------------------------------------------
+    def _link(self, odb: OrchestratorDB, outcome: Outcome, proposed: Proposed,
+              stored: StoredMemory) -> None:
+        edge = link(proposed, outcome.memory_id, stored)
+        if edge.supersedes:
+            older = stored if edge.older_id == stored.memory_id else \
+                memories.get(outcome.memory_id)
+            assert older is not None  # the new memory was inserted in this transaction
+            set_status(older, Status.SUPERSEDED, reason="restated by the user",
+                       actor="extractor", key=self.key, by=edge.newer_id)
+            outcome.superseded.append(edge.older_id)
+        else:
+            outcome.contradicted.append((edge.newer_id, edge.older_id))
+            add_event("contradict", [edge.newer_id, edge.older_id],
+                      after={"subject": proposed.subject}, reason=edge.reason,
+                      actor="extractor", key=self.key)
+        insert_edge(odb, EdgeInput(from_memory_id=edge.newer_id, to_memory_id=edge.older_id,
+                                   edge_type=edge.edge_type, weight=1.0, reason=edge.reason),
+                    from_id=edge.newer_id, to_id=edge.older_id, key=self.key,
+                    actor="extractor")
 
-    def _active(self, memory_type: str) -> object:
-        return (MemoryRow.type == memory_type) & (MemoryRow.status == Status.ACTIVE.value)
+    # -- what the policy looks at ------------------------------------------------------
 
-    def _duplicate(self, proposed: Proposed) -> MemoryRow | None:
-        memory = proposed.memory
-        fingerprint = content_fingerprint(memory.type.value, memory.content)
-        row = (MemoryRow.select().where(self._active(memory.type.value),
-                                        MemoryRow.fingerprint == fingerprint)
-               .order_by(MemoryRow.id).first())
-        if row is not None or proposed.vector is None:
-            return row
-        close = sorted(((c, m) for m, c in self._similar(proposed.vector, memory.type.value)
-                        if c >= self.settings.dedup_similarity), reverse=True)
-        for _, memory_id in close:
-            row = MemoryRow.get_or_none(MemoryRow.memory_id == memory_id)
-            if row is not None and same_gist(row.content, memory.content):
-                return row
-        return None
-
-    def _restatement(self, proposed: Proposed) -> MemoryRow | None:
-        if not proposed.subject or proposed.value is None:
-            return None
-        for row in self._same_subject(proposed, exclude=None):
-            if (row.value or "") == proposed.value:
-                return row
-        return None
-
-    def _same_subject(self, proposed: Proposed, exclude: str | None) -> list[MemoryRow]:
+    def _same_subject(self, proposed: Proposed) -> list[tuple[StoredMemory, float | None]]:
         if not proposed.subject:
             return []
-        memory_type = proposed.memory.type.value
-        query = (MemoryRow.select().where(self._active(memory_type),
-                                          MemoryRow.subject == proposed.subject)
-                 .order_by(MemoryRow.id.desc()))
-        if exclude:
-            query = query.where(MemoryRow.memory_id != exclude)
-        rows = list(query.limit(20))
-        if proposed.subject not in BROAD_SUBJECTS:
-            return rows
-        if proposed.vector is None:
-            return []
-        close = {m for m, c in self._similar(proposed.vector, memory_type, within=rows)
-                 if c >= self.settings.related_similarity}
-        return [r for r in rows if r.memory_id in close]
+        stored = memories.same_subject(proposed.memory.type.value, proposed.subject)
+        return [(s, self._cosine(proposed.vector, s.memory_id)) for s in stored]
 
-    def _similar(self, vector: np.ndarray, memory_type: str,
-                 within: list[MemoryRow] | None = None) -> list[tuple[str, float]]:
-        """(memoryId, cosine) of active memories of ``memory_type`` near ``vector``."""
+    def _similar(self, proposed: Proposed,
+                 position: int) -> list[tuple[StoredMemory, float]]:
+        """Active memories of ``proposed``'s type near its vector, with their cosines."""
+        vector = proposed.vector
+        if vector is None:
+            return []
         pairs: dict[str, float] = {}
-        if within is not None:
-            for row in within:
-                other = self._vector_of(row.memory_id)
-                if other is not None:
-                    pairs[row.memory_id] = float(np.dot(vector, other))
-            return list(pairs.items())
-        if self._position in self.neighbours:
-            pairs.update(self.neighbours[self._position])
+        if position in self.neighbours:
+            pairs.update(self.neighbours[position])
         elif self.index is not None and len(self.index):
             pairs.update((h.memory_id, h.cosine) for h in self.index.top(vector, NEIGHBOURS))
         if self.fresh_ids and self.fresh_matrix is not None:
             cosines = dot(self.fresh_matrix[: len(self.fresh_ids)], vector)
             for j in np.argpartition(-cosines, min(NEIGHBOURS, len(cosines)) - 1)[:NEIGHBOURS]:
                 pairs[self.fresh_ids[j]] = float(cosines[j])
-        if not pairs:
-            return []
-        alive = {r.memory_id for r in MemoryRow.select(MemoryRow.memory_id).where(
-            self._active(memory_type), MemoryRow.memory_id.in_(list(pairs)))}
-        return [(m, c) for m, c in pairs.items() if m in alive]
+        alive = memories.active_among(proposed.memory.type.value, list(pairs))
+        return [(alive[m], c) for m, c in pairs.items() if m in alive]
 
-    def _vector_of(self, memory_id: str) -> np.ndarray | None:
+    def _cosine(self, vector: np.ndarray | None, memory_id: str) -> float | None:
+        if vector is None:
+            return None
         if memory_id in self.fresh_rows and self.fresh_matrix is not None:
-            return self.fresh_matrix[self.fresh_rows[memory_id]]
+            return float(np.dot(vector, self.fresh_matrix[self.fresh_rows[memory_id]]))
         if self.index is not None and memory_id in self.index.positions:
-            return self.index.matrix[self.index.positions[memory_id]]
+            return float(np.dot(vector, self.index.matrix[self.index.positions[memory_id]]))
         return None
-
-    # -- decisions --------------------------------------------------------------
-
-    def _link(self, outcome: Outcome, proposed: Proposed, stored: MemoryRow) -> None:
-        """Apply the policy between the new memory and a stored one on the same subject.
-
-        "Newer" is decided by when each was said (``createdAt``), not by arrival order:
-        a write-back redelivered late must not let an old statement win.
-        """
-        new_id = outcome.memory_id
-        said_at = format_ts(proposed.memory.created_at or utc_now())
-        if said_at >= stored.created_at:
-            newer_id, older_id = new_id, stored.memory_id
-            stated, confidence = proposed.stated, proposed.memory.confidence
-            older_confidence = stored.confidence
-        else:
-            newer_id, older_id = stored.memory_id, new_id
-            stated, confidence = bool(stored.stated), stored.confidence
-            older_confidence = proposed.memory.confidence
-        if stated and confidence >= older_confidence:
-            older_row = stored if older_id == stored.memory_id else \
-                MemoryRow.get(MemoryRow.memory_id == new_id)
-            set_status(older_row, Status.SUPERSEDED, reason="restated by the user",
-                       actor="extractor", key=self.key, by=newer_id)
-            edge_type, reason = EdgeType.UPDATES, f"restates {proposed.subject}"
-            outcome.superseded.append(older_id)
-        else:
-            edge_type, reason = EdgeType.CONTRADICTS, f"conflicts on {proposed.subject}"
-            outcome.contradicted.append((newer_id, older_id))
-            add_event("contradict", [newer_id, older_id],
-                      after={"subject": proposed.subject}, reason=reason, actor="extractor",
-                      key=self.key)
-        insert_edge(self.odb, EdgeInput(from_memory_id=newer_id, to_memory_id=older_id,
-                                        edge_type=edge_type, weight=1.0, reason=reason),
-                    from_id=newer_id, to_id=older_id, key=self.key, actor="extractor")

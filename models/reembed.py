@@ -4,19 +4,12 @@ from __future__ import annotations
 
 from .embedding import Embedder
 from .storage.database import OrchestratorDB
-from .storage.vectors import store_embeddings
-
-_STALE = """
-    FROM memories m LEFT JOIN memory_embeddings e ON e.memory_id = m.memory_id
-    WHERE m.forgotten = 0 AND (e.memory_id IS NULL OR e.embedder != ?)
-"""
+from .storage.vectors import count_stale, stale, store_embeddings
 
 
 def remaining(odb: OrchestratorDB, embedder_version: str) -> int:
     """Memories whose vector is missing or was made by another embedder."""
-    with odb.bound():
-        return int(odb.db.execute_sql(f"SELECT count(*) {_STALE}",
-                                      (embedder_version,)).fetchone()[0])
+    return count_stale(odb, embedder_version)
 
 
 def reembed_batch(odb: OrchestratorDB, embedder: Embedder, batch_size: int) -> int:
@@ -26,9 +19,7 @@ def reembed_batch(odb: OrchestratorDB, embedder: Embedder, batch_size: int) -> i
     worker that owns the orchestrator calls this, so the rows cannot change between
     the read and the write.
     """
-    with odb.bound():
-        rows = odb.db.execute_sql(f"SELECT m.memory_id, m.content {_STALE} ORDER BY m.id LIMIT ?",
-                                  (embedder.version, batch_size)).fetchall()
+    rows = stale(odb, embedder.version, batch_size)
     if not rows:
         return 0
     matrix = embedder.encode([content for _, content in rows])

@@ -9,6 +9,7 @@ was garbage-collected lands on the same ids instead of creating copies.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -17,11 +18,11 @@ from orchmem.config import MemoryValidationError
 
 from .reconcile import Proposed, Reconciler
 from .schema import EdgeInput, MemoryInput, derive_id
+from .storage import memories as stored_memories
 from .storage import receipts
 from .storage.database import OrchestratorDB
 from .storage.edges import insert_edge
-from .storage.tables import MemoryRow
-from .storage.vectors import index_for, store_embeddings
+from .storage.vectors import VectorIndex, index_for, store_embeddings
 
 
 def write_memories(
@@ -58,51 +59,66 @@ def write_memories(
         stored = receipts.final_result_in_transaction(key)
         if stored is not None:
             return {**stored, "duplicate": True}
-        reconciler = Reconciler(odb, key, odb.memory.writeback, index)
-        reconciler.prepare(proposals)
-        ids: list[str] = []
-        created: list[str] = []
-        reinforced: list[str] = []
-        unchanged: list[str] = []
-        superseded: list[str] = []
-        contradicted: list[list[str]] = []
-        local: dict[str, str] = {}
-        new_vectors: list[tuple[str, np.ndarray]] = []
-        for position, proposed in enumerate(proposals):
-            memory_id = derive_id("m", odb.orchestrator_id, key, position)
-            if MemoryRow.get_or_none(MemoryRow.memory_id == memory_id) is not None:
-                ids.append(memory_id)  # replay of a key whose receipt is gone
-                continue
-            outcome = reconciler.apply(memory_id, proposed, position)
-            ids.append(outcome.memory_id)
-            if outcome.action == "created":
-                created.append(outcome.memory_id)
-                if proposed.vector is not None:
-                    new_vectors.append((outcome.memory_id, proposed.vector))
-            elif outcome.action == "reinforced":
-                reinforced.append(outcome.memory_id)
-            else:
-                unchanged.append(outcome.memory_id)
-            superseded += outcome.superseded
-            contradicted += [list(pair) for pair in outcome.contradicted]
-            if proposed.memory.key:
-                local[proposed.memory.key] = outcome.memory_id
-        embedded = store_embeddings(new_vectors, embedder) if new_vectors and embedder else 0
-        edge_ids = []
-        for position, edge in enumerate(edges):
-            from_id = _resolve_end(edge.from_memory_id, local, f"edges.{position}.fromMemoryId")
-            to_id = _resolve_end(edge.to_memory_id, local, f"edges.{position}.toMemoryId")
-            edge_ids.append(insert_edge(odb, edge, from_id=from_id, to_id=to_id, key=key,
-                                        actor="system"))
+        tally = _reconcile(odb, key, proposals, index)
+        embedded = store_embeddings(tally.new_vectors, embedder) \
+            if tally.new_vectors and embedder else 0
+        edge_ids = [insert_edge(odb, edge, key=key, actor="system",
+                                from_id=_resolve_end(edge.from_memory_id, tally.local,
+                                                     f"edges.{position}.fromMemoryId"),
+                                to_id=_resolve_end(edge.to_memory_id, tally.local,
+                                                   f"edges.{position}.toMemoryId"))
+                    for position, edge in enumerate(edges)]
         result = {"ok": True, "task": task, "orchestratorId": odb.orchestrator_id,
-                  "idempotencyKey": key, "memoryIds": ids, "created": created,
-                  "reinforced": reinforced, "unchanged": unchanged, "superseded": superseded,
-                  "contradicted": contradicted, "edgeIds": edge_ids, "embedded": embedded,
-                  **(extra_result or {})}
+                  "idempotencyKey": key, "memoryIds": tally.ids, "created": tally.created,
+                  "reinforced": tally.reinforced, "unchanged": tally.unchanged,
+                  "superseded": tally.superseded, "contradicted": tally.contradicted,
+                  "edgeIds": edge_ids, "embedded": embedded, **(extra_result or {})}
         if also is not None:
             also(result)
         receipts.finish(key, receipts.DONE, result)
     return {**result, "duplicate": False}
+
+
+@dataclass
+class _Tally:
+    """What the proposals of one write did, in input order."""
+
+    ids: list[str] = field(default_factory=list)
+    created: list[str] = field(default_factory=list)
+    reinforced: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    superseded: list[str] = field(default_factory=list)
+    contradicted: list[list[str]] = field(default_factory=list)
+    #: request-local ``key`` of a memory -> its memoryId, for the request's edges.
+    local: dict[str, str] = field(default_factory=dict)
+    new_vectors: list[tuple[str, np.ndarray]] = field(default_factory=list)
+
+
+def _reconcile(odb: OrchestratorDB, key: str, proposals: list[Proposed],
+               index: VectorIndex | None) -> _Tally:
+    reconciler = Reconciler(key, odb.memory.writeback, index)
+    reconciler.prepare(proposals)
+    tally = _Tally()
+    for position, proposed in enumerate(proposals):
+        memory_id = derive_id("m", odb.orchestrator_id, key, position)
+        if stored_memories.exists(memory_id):
+            tally.ids.append(memory_id)  # replay of a key whose receipt is gone
+            continue
+        outcome = reconciler.apply(odb, memory_id, proposed, position)
+        tally.ids.append(outcome.memory_id)
+        if outcome.action == "created":
+            tally.created.append(outcome.memory_id)
+            if proposed.vector is not None:
+                tally.new_vectors.append((outcome.memory_id, proposed.vector))
+        elif outcome.action == "reinforced":
+            tally.reinforced.append(outcome.memory_id)
+        else:
+            tally.unchanged.append(outcome.memory_id)
+        tally.superseded += outcome.superseded
+        tally.contradicted += [list(pair) for pair in outcome.contradicted]
+        if proposed.memory.key:
+            tally.local[proposed.memory.key] = outcome.memory_id
+    return tally
 
 
 def _resolve_end(ref: str, local: dict[str, str], where: str) -> str:

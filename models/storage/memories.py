@@ -1,4 +1,4 @@
-"""Memories and their sources: insert, reinforce, change status, read.
+"""Memories and their sources: insert, reinforce, change status, look up, read.
 
 Every write here runs inside the caller's ``odb.write()`` transaction. Memory ids
 are derived from the idempotency key and the candidate's position, so even a
@@ -11,6 +11,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ..schema import (
@@ -36,14 +37,90 @@ from .tables import (
 
 logger = logging.getLogger(__name__)
 
-def insert_memory(odb: OrchestratorDB, memory_id: str, memory: MemoryInput, *, key: str,
+#: Memories of one subject looked at per candidate, newest first.
+SAME_SUBJECT_LIMIT = 20
+
+
+@dataclass(frozen=True)
+class StoredMemory:
+    """The stored state of one memory that write policy decides on."""
+
+    memory_id: str
+    type: str
+    content: str
+    importance: int
+    confidence: float
+    status: str
+    subject: str | None
+    value: str | None
+    fingerprint: str
+    #: True when the user said it in their own words (not hedged, not inferred).
+    stated: bool
+    reinforcements: int
+    forgotten: bool
+    created_at: str
+
+
+def _stored(row: MemoryRow) -> StoredMemory:
+    return StoredMemory(
+        memory_id=row.memory_id, type=row.type, content=row.content,
+        importance=row.importance, confidence=row.confidence, status=row.status,
+        subject=row.subject, value=row.value, fingerprint=row.fingerprint,
+        stated=bool(row.stated), reinforcements=row.reinforcements,
+        forgotten=bool(row.forgotten), created_at=row.created_at)
+
+
+def _active_of(memory_type: str) -> Any:
+    return (MemoryRow.type == memory_type) & (MemoryRow.status == Status.ACTIVE.value)
+
+
+def get(memory_id: str) -> StoredMemory | None:
+    """The stored state of ``memory_id``, or None (inside a bound block)."""
+    row = MemoryRow.get_or_none(MemoryRow.memory_id == memory_id)
+    return None if row is None else _stored(row)
+
+
+def exists(memory_id: str) -> bool:
+    """True when a row (live or forgotten) has id ``memory_id`` (inside a bound block)."""
+    return bool(MemoryRow.select().where(MemoryRow.memory_id == memory_id).exists())
+
+
+def find_duplicate(memory_type: str, fingerprint: str) -> StoredMemory | None:
+    """The oldest active memory of ``memory_type`` with ``fingerprint``, or None."""
+    row = (MemoryRow.select().where(_active_of(memory_type),
+                                    MemoryRow.fingerprint == fingerprint)
+           .order_by(MemoryRow.id).first())
+    return None if row is None else _stored(row)
+
+
+def same_subject(memory_type: str, subject: str, *, exclude: str | None = None,
+                 limit: int = SAME_SUBJECT_LIMIT) -> list[StoredMemory]:
+    """Active memories of ``memory_type`` filling ``subject``, newest first, at most
+    ``limit``, without ``exclude``."""
+    query = (MemoryRow.select().where(_active_of(memory_type), MemoryRow.subject == subject)
+             .order_by(MemoryRow.id.desc()))
+    if exclude:
+        query = query.where(MemoryRow.memory_id != exclude)
+    return [_stored(r) for r in query.limit(limit)]
+
+
+def active_among(memory_type: str, memory_ids: Sequence[str]) -> dict[str, StoredMemory]:
+    """Those of ``memory_ids`` that are active memories of ``memory_type``, by id."""
+    if not memory_ids:
+        return {}
+    rows = MemoryRow.select().where(_active_of(memory_type),
+                                    MemoryRow.memory_id.in_(list(memory_ids)))
+    return {r.memory_id: _stored(r) for r in rows}
+
+
+def insert_memory(memory_id: str, memory: MemoryInput, *, key: str,
                   fingerprint: str | None = None, subject: str | None = None,
-                  value: str | None = None, stated: bool = False) -> MemoryRow:
+                  value: str | None = None, stated: bool = False) -> None:
     """Insert a new active memory and its first source row (inside a write transaction)."""
     now = utc_now()
     created = format_ts(memory.created_at or now)
     src = memory.source
-    row = MemoryRow.create(
+    MemoryRow.create(
         memory_id=memory_id,
         type=memory.type.value,
         importance=memory.importance,
@@ -60,7 +137,6 @@ def insert_memory(odb: OrchestratorDB, memory_id: str, memory: MemoryInput, *, k
         updated_at=format_ts(now),
     )
     add_source(memory_id, src, key=key, at=created)
-    return row
 
 
 def _provenance(src: Source) -> dict[str, Any]:
@@ -90,8 +166,8 @@ def _statement(src: Source, fingerprint: str) -> str:
     return hashlib.sha256(json.dumps([*_place(src), fingerprint]).encode()).hexdigest()[:32]
 
 
-def said_before(row: MemoryRow, memory: MemoryInput) -> bool:
-    """True when ``row`` already holds ``memory``'s statement: the same place (sourceType,
+def said_before(stored: StoredMemory, memory: MemoryInput) -> bool:
+    """True when ``stored`` already holds ``memory``'s statement: the same place (sourceType,
     conversationId, workflowRunId, stepId, sourcePath) said the same normalized content.
 
     A conversation sent again under a new key (an orchestrator that re-sends the whole
@@ -106,7 +182,7 @@ def said_before(row: MemoryRow, memory: MemoryInput) -> bool:
     columns: list[Any] = [MemorySourceRow.source_type, MemorySourceRow.conversation_id,
                           MemorySourceRow.workflow_run_id, MemorySourceRow.step_id,
                           MemorySourceRow.source_path]
-    same_place = [MemorySourceRow.memory == row.memory_id] + [
+    same_place = [MemorySourceRow.memory == stored.memory_id] + [
         column.is_null() if value is None else column == value
         for column, value in zip(columns, _place(src), strict=True)]
     sources = list(MemorySourceRow.select(MemorySourceRow.id, MemorySourceRow.task_key)
@@ -115,9 +191,9 @@ def said_before(row: MemoryRow, memory: MemoryInput) -> bool:
         return False
     fingerprint = content_fingerprint(memory.type.value, memory.content)
     first = (MemorySourceRow.select(MemorySourceRow.id)
-             .where(MemorySourceRow.memory == row.memory_id)
+             .where(MemorySourceRow.memory == stored.memory_id)
              .order_by(MemorySourceRow.id).first())
-    if fingerprint == row.fingerprint and first is not None and first.id == sources[0].id:
+    if fingerprint == stored.fingerprint and first is not None and first.id == sources[0].id:
         return True  # the words the memory was created from, from the place that said them
     keys = sorted({s.task_key for s in sources if s.task_key})
     if not keys:
@@ -128,12 +204,12 @@ def said_before(row: MemoryRow, memory: MemoryInput) -> bool:
     earlier = (MemoryEventRow.select(MemoryEventRow.after)
                .where(MemoryEventRow.op == "reinforce",
                       MemoryEventRow.idempotency_key.in_(keys),
-                      MemoryEventRow.memory_ids.contains(f'"{row.memory_id}"')))
+                      MemoryEventRow.memory_ids.contains(f'"{stored.memory_id}"')))
     return any(json.loads(e.after or "{}").get("statement") == statement for e in earlier)
 
 
-def reinforce(row: MemoryRow, memory: MemoryInput, *, key: str) -> None:
-    """Strengthen an existing memory restated by ``memory`` (inside a write transaction).
+def reinforce(stored: StoredMemory, memory: MemoryInput, *, key: str) -> None:
+    """Strengthen ``stored``, restated by ``memory`` (inside a write transaction).
 
     Confidence moves halfway toward certainty by the new evidence's confidence
     (``c + (1 - c) * c_new / 2``), importance takes the higher of the two, and the
@@ -141,32 +217,31 @@ def reinforce(row: MemoryRow, memory: MemoryInput, *, key: str) -> None:
     the statement, which :func:`said_before` uses to recognize the same words from the
     same place. Call :func:`said_before` first: a repeat must change nothing.
     """
-    before = {"confidence": row.confidence, "importance": row.importance}
-    gained = (1 - row.confidence) * memory.confidence / 2
-    row.confidence = round(min(1.0, row.confidence + gained), 6)
-    row.importance = max(row.importance, memory.importance)
-    row.reinforcements += 1
-    row.updated_at = format_ts(utc_now())
-    row.save()
-    add_source(row.memory_id, memory.source, key=key)
+    before = {"confidence": stored.confidence, "importance": stored.importance}
+    gained = (1 - stored.confidence) * memory.confidence / 2
+    confidence = round(min(1.0, stored.confidence + gained), 6)
+    importance = max(stored.importance, memory.importance)
+    (MemoryRow.update(confidence=confidence, importance=importance,
+                      reinforcements=stored.reinforcements + 1,
+                      updated_at=format_ts(utc_now()))
+     .where(MemoryRow.memory_id == stored.memory_id).execute())
+    add_source(stored.memory_id, memory.source, key=key)
     statement = _statement(memory.source,
                            content_fingerprint(memory.type.value, memory.content))
-    add_event("reinforce", [row.memory_id], before=before,
-              after={"confidence": row.confidence, "importance": row.importance,
+    add_event("reinforce", [stored.memory_id], before=before,
+              after={"confidence": confidence, "importance": importance,
                      "statement": statement},
               actor=memory.source.captured_by.value, key=key)
 
 
-def set_status(row: MemoryRow, status: Status, *, reason: str | None, actor: str,
+def set_status(stored: StoredMemory, status: Status, *, reason: str | None, actor: str,
                key: str | None, by: str | None = None) -> None:
-    """Change a memory's status and audit it (inside a write transaction)."""
-    before = row.status
-    row.status = status.value
-    row.updated_at = format_ts(utc_now())
-    row.save()
+    """Change the status of ``stored`` and audit it (inside a write transaction)."""
+    (MemoryRow.update(status=status.value, updated_at=format_ts(utc_now()))
+     .where(MemoryRow.memory_id == stored.memory_id).execute())
     op = {Status.SUPERSEDED: "supersede", Status.RETRACTED: "retract",
           Status.ACTIVE: "reactivate"}[status]
-    add_event(op, [row.memory_id, *([by] if by else [])], before={"status": before},
+    add_event(op, [stored.memory_id, *([by] if by else [])], before={"status": stored.status},
               after={"status": status.value, **({"by": by} if by else {})},
               reason=reason, actor=actor, key=key)
 

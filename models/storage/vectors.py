@@ -24,7 +24,13 @@ from ..embedding import vector_to_blob
 from ..schema import format_ts, utc_now
 from .database import OrchestratorDB
 from .events import bump_meta, set_meta
-from .tables import META_EMBEDDING_DELETES, META_EMBEDDING_SEQ, MemoryEmbeddingRow, MetaRow
+from .tables import (
+    META_EMBEDDING_DELETES,
+    META_EMBEDDING_SEQ,
+    MemoryEmbeddingRow,
+    MetaRow,
+    live,
+)
 
 _CACHE_KEY = "vector_index"
 
@@ -208,3 +214,22 @@ def store_embeddings(ids_and_vectors: Iterable[tuple[str, np.ndarray]], embedder
 def delete_embedding(memory_id: str) -> None:
     if MemoryEmbeddingRow.delete().where(MemoryEmbeddingRow.memory == memory_id).execute():
         bump_meta(META_EMBEDDING_DELETES)
+
+
+def _stale_from() -> str:
+    return f"""
+        FROM memories m LEFT JOIN memory_embeddings e ON e.memory_id = m.memory_id
+        WHERE {live("m")} AND (e.memory_id IS NULL OR e.embedder != ?)
+    """
+
+
+def count_stale(odb: OrchestratorDB, embedder: str) -> int:
+    """How many live memories have no vector, or one made by another embedder than ``embedder``."""
+    return int(odb.sql(f"SELECT count(*) {_stale_from()}", (embedder,))[0][0])
+
+
+def stale(odb: OrchestratorDB, embedder: str, limit: int) -> list[tuple[str, str]]:
+    """(memoryId, content) of up to ``limit`` memories :func:`count_stale` counts, oldest first."""
+    return [(m, c) for m, c in odb.sql(
+        f"SELECT m.memory_id, m.content {_stale_from()} ORDER BY m.id LIMIT ?",
+        (embedder, limit))]

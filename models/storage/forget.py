@@ -1,0 +1,81 @@
+"""Hard forget: the statements that erase every byte of a memory's words from memory.db.
+
+The row stays (its id anchors the audit tombstone) with empty content and summary, no
+subject or value, ``forgotten = 1`` and status ``retracted``; the FTS index is merged
+(``optimize``) so no segment keeps its tokens; the vector and every source row are
+deleted. Words also live on in the audit trail: every event naming the memory loses
+its reason and its content-bearing fields, every edge touching it loses its reason,
+and a memory that inherited its subject keeps it only if its own words contain it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from ..schema import Status, format_ts, utc_now
+from .database import OrchestratorDB
+from .tables import MemoryEdgeRow, MemoryEventRow, MemoryRow, MemorySourceRow
+from .vectors import delete_embedding
+
+#: Event fields that carry words (or a hash) of a memory's content.
+CONTENT_FIELDS = frozenset({"subject", "value", "content", "summary", "statement"})
+_WORD = re.compile(r"\w+")
+
+
+def erase(odb: OrchestratorDB, memory_id: str) -> None:
+    """Erase the words of ``memory_id`` everywhere in memory.db (inside a write transaction).
+
+    The caller records the tombstone event afterwards; this writes none.
+    """
+    row = MemoryRow.get(MemoryRow.memory_id == memory_id)
+    _release_subject(row)
+    (MemoryRow.update(content="", summary="", subject=None, value=None,
+                      fingerprint=f"forgotten:{memory_id}", forgotten=1,
+                      status=Status.RETRACTED.value, updated_at=format_ts(utc_now()))
+     .where(MemoryRow.memory_id == memory_id).execute())
+    MemorySourceRow.delete().where(MemorySourceRow.memory == memory_id).execute()
+    delete_embedding(memory_id)
+    _scrub_audit(memory_id)
+    # Merging every segment drops the deleted tokens; until then they stay in the index.
+    odb.db.execute_sql("INSERT INTO memory_fts(memory_fts) VALUES ('optimize')")
+
+
+def checkpoint_wal(odb: OrchestratorDB) -> None:
+    """Move the pages a hard forget zeroed out of the WAL file (outside any transaction)."""
+    odb.sql("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+def _without_content(text: str | None) -> str | None:
+    """The JSON object ``text`` without its content-bearing fields (other JSON unchanged)."""
+    if text is None:
+        return None
+    data = json.loads(text)
+    if not isinstance(data, dict) or not CONTENT_FIELDS & data.keys():
+        return text
+    return json.dumps({k: v for k, v in data.items() if k not in CONTENT_FIELDS})
+
+
+def _scrub_audit(memory_id: str) -> None:
+    """Keep the audit trail of ``memory_id`` (ops, ids, actors, keys, times), not its words."""
+    # memory_ids is a JSON list of ids; the quoted id cannot match inside another id.
+    for event in MemoryEventRow.select().where(
+            MemoryEventRow.memory_ids.contains(f'"{memory_id}"')):
+        before, after = _without_content(event.before), _without_content(event.after)
+        if (before, after, event.reason) != (event.before, event.after, None):
+            event.before, event.after, event.reason = before, after, None
+            event.save()
+    (MemoryEdgeRow.update(reason=None)
+     .where((MemoryEdgeRow.from_memory == memory_id) | (MemoryEdgeRow.to_memory == memory_id))
+     .execute())
+
+
+def _release_subject(row: MemoryRow) -> None:
+    """Clear the subject other memories took from ``row`` without saying its words."""
+    if not row.subject or ":" not in row.subject:
+        return  # a broad subject ("prefer") names no words
+    words = set(_WORD.findall(row.subject.split(":", 1)[1].casefold()))
+    for other in MemoryRow.select().where(MemoryRow.subject == row.subject,
+                                          MemoryRow.memory_id != row.memory_id):
+        if not words <= set(_WORD.findall(other.content.casefold())):
+            MemoryRow.update(subject=None, value=None).where(MemoryRow.id == other.id).execute()
