@@ -22,6 +22,8 @@ EDGE_TYPES = [t.value for t in EdgeType]
 
 def _run_edit(cli: Cli, orchestrator_id: str, payload: dict[str, Any], as_json: bool,
               idempotency_key: str | None) -> dict[str, Any]:
+    """Publish one edit (fields that are None left out) and wait for its result."""
+    payload = {k: v for k, v in payload.items() if v is not None}
     if idempotency_key:
         payload["idempotencyKey"] = idempotency_key
     # An operator names memories that exist: a wrong id should fail now, not in a minute.
@@ -55,9 +57,8 @@ def supersede(cli: Cli, orchestrator_id: str, memory_id: str, by: str | None,
     """Mark MEMORY_ID superseded by another memory (--by) or by new --content."""
     if (by is None) == (content is None):
         raise click.UsageError("give exactly one of --by NEW_ID or --content TEXT")
-    payload: dict[str, Any] = {"op": "supersede", "memoryId": memory_id}
-    payload.update({k: v for k, v in {"by": by, "content": content, "type": memory_type,
-                                      "reason": reason}.items() if v is not None})
+    payload = {"op": "supersede", "memoryId": memory_id, "by": by, "content": content,
+               "type": memory_type, "reason": reason}
     value = _run_edit(cli, orchestrator_id, payload, as_json, idempotency_key)
     emit(value, as_json, f"{memory_id} superseded by {value['supersededBy']}")
 
@@ -90,10 +91,8 @@ def retract(cli: Cli, orchestrator_id: str, memory_id: str, reason: str,
 def link(cli: Cli, orchestrator_id: str, from_id: str, to_id: str, edge_type: str,
          weight: float, reason: str | None, idempotency_key: str | None, as_json: bool) -> None:
     """Add a typed edge FROM_ID -> TO_ID."""
-    payload: dict[str, Any] = {"op": "link", "fromMemoryId": from_id, "toMemoryId": to_id,
-                               "edgeType": edge_type, "weight": weight}
-    if reason:
-        payload["reason"] = reason
+    payload = {"op": "link", "fromMemoryId": from_id, "toMemoryId": to_id,
+               "edgeType": edge_type, "weight": weight, "reason": reason}
     value = _run_edit(cli, orchestrator_id, payload, as_json, idempotency_key)
     emit(value, as_json, f"linked {from_id} -[{edge_type}]-> {to_id} ({value['edgeIds'][0]})")
 
@@ -110,9 +109,7 @@ def link(cli: Cli, orchestrator_id: str, from_id: str, to_id: str, edge_type: st
 def forget(cli: Cli, orchestrator_id: str, memory_id: str, hard: bool, reason: str | None,
            idempotency_key: str | None, as_json: bool) -> None:
     """Forget MEMORY_ID: soft by default, --hard to erase it."""
-    payload: dict[str, Any] = {"op": "forget", "memoryId": memory_id, "hard": hard}
-    if reason:
-        payload["reason"] = reason
+    payload = {"op": "forget", "memoryId": memory_id, "hard": hard, "reason": reason}
     value = _run_edit(cli, orchestrator_id, payload, as_json, idempotency_key)
     emit(value, as_json, f"{memory_id} forgotten ({'hard: erased' if hard else 'soft'})")
 
