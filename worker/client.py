@@ -133,7 +133,9 @@ class MemoryClient:
         self.orchestrator_id = orchestrator_id
         self.settings = settings or load_settings()
         self.memory = self.settings.memory_for(orchestrator_id)
-        self.databases = databases or Databases(self.settings)
+        # A reader never creates or writes a file; in immediate mode the tasks write
+        # through this registry, in this process.
+        self.databases = databases or Databases(self.settings, readonly=not immediate)
         #: In-process mode: tasks run here, at once, against the real file; no broker.
         self.immediate = immediate
         if immediate and app is None:

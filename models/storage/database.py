@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import peewee
 from peewee import SqliteDatabase
@@ -195,10 +196,16 @@ class Databases:
 
     ``open(orchestrator_id)`` returns the cached handle, opening (and on first use
     creating) the database. A handle made before a ``fork`` is never reused after it.
+
+    ``readonly=True`` is a reader's registry (the client, the CLI's reads): files are
+    opened ``mode=ro``, so a reader never creates or changes one (a missing file stays
+    missing, even when a damaged one was just moved aside), and a cached handle is
+    dropped as soon as its orchestrator is disabled by a quarantine marker.
     """
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, readonly: bool = False) -> None:
         self.settings = settings
+        self.readonly = readonly
         self._pid = os.getpid()
         self._open: dict[str, OrchestratorDB] = {}
         self._lock = threading.Lock()
@@ -223,6 +230,8 @@ class Databases:
         check_orchestrator_id(orchestrator_id)
         cached = self._open.get(orchestrator_id)
         if cached is not None:
+            if self.readonly:
+                self._check_still_enabled(cached)
             return cached
         with self._lock:
             cached = self._open.get(orchestrator_id)
@@ -237,13 +246,13 @@ class Databases:
                 )
             check_not_disabled(workspace)
             if not workspace.db_path.exists():
-                if not create:
+                if not create or self.readonly:
                     return None
                 workspace.ensure()
                 _create_database(workspace, self.settings)
             odb = OrchestratorDB(
                 workspace=workspace,
-                db=_connect(workspace.db_path, self.settings),
+                db=_connect(workspace.db_path, self.settings, readonly=self.readonly),
                 log=MemoryLog(
                     workspace.log_path,
                     orchestrator_id,
@@ -260,6 +269,14 @@ class Databases:
                 raise
             self._open[orchestrator_id] = odb
             return odb
+
+    def _check_still_enabled(self, odb: OrchestratorDB) -> None:
+        """A reader's cached handle must not outlive a quarantine (a stat, not a query)."""
+        try:
+            check_not_disabled(odb.workspace)
+        except MemoryDisabled:
+            self.evict(odb.orchestrator_id)
+            raise
 
     def evict(self, orchestrator_id: str) -> None:
         """Drop (and close) the cached handle, e.g. after the database was disabled."""
@@ -312,7 +329,18 @@ def pragmas(settings: Settings) -> list[tuple[str, Any]]:
     ]
 
 
-def _connect(path: Path, settings: Settings) -> GuardedSqliteDatabase:
+#: Pragmas a read-only connection may set (the rest are the writer's, persistent or moot).
+_READER_PRAGMAS = frozenset({"busy_timeout", "cache_size", "temp_store", "mmap_size"})
+
+
+def _connect(path: Path, settings: Settings, *, readonly: bool = False
+             ) -> GuardedSqliteDatabase:
+    if readonly:
+        # mode=ro: opening a missing file fails instead of creating an empty database.
+        return GuardedSqliteDatabase(
+            f"file:{quote(str(path))}?mode=ro", uri=True,
+            pragmas=[p for p in pragmas(settings) if p[0] in _READER_PRAGMAS],
+            timeout=settings.worker.busy_timeout_ms / 1000, check_same_thread=False)
     return GuardedSqliteDatabase(
         str(path),
         pragmas=pragmas(settings),
