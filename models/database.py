@@ -35,6 +35,7 @@ from orchmem.config import (
     MemoryValidationError,
     Settings,
     StorageError,
+    check_no_case_twin,
     check_orchestrator_id,
 )
 
@@ -225,7 +226,8 @@ class Databases:
         """The orchestrator's database, or None when it does not exist and ``create`` is False.
 
         Raises MemoryDisabled (switched off, or disabled after corruption), MemoryCorrupt
-        (integrity check failed now) or StorageError.
+        (integrity check failed now), MemoryValidationError (an id that differs only in
+        case from an existing orchestrator's) or StorageError.
         """
         self._check_pid()
         check_orchestrator_id(orchestrator_id)
@@ -247,6 +249,7 @@ class Databases:
             if not workspace.db_path.exists():
                 if not create:
                     return None
+                workspace.check_no_case_twin()
                 workspace.ensure()
                 _create_database(workspace, self.settings)
             odb = OrchestratorDB(
@@ -421,6 +424,8 @@ def _schema_problem(odb: OrchestratorDB) -> str | None:
             f"orchmem ({SCHEMA_VERSION}): upgrade orchmem"
         )
     if owner != odb.orchestrator_id:
+        # A case-insensitive file system opened a twin's folder: refused, not damage.
+        check_no_case_twin(odb.orchestrator_id, [owner] if owner else [])
         return f"it belongs to orchestrator {owner!r}"
     return None
 
