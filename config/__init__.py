@@ -13,7 +13,7 @@ from .errors import (
     ScopeViolation,
     StorageError,
 )
-from .ids import ORCHESTRATOR_ID_PATTERN, check_orchestrator_id
+from .ids import ORCHESTRATOR_ID_PATTERN, check_no_case_twin, check_orchestrator_id
 from .loading import load_settings
 from .settings import MemorySettings, Settings
 
@@ -32,6 +32,7 @@ __all__ = [
     "ScopeViolation",
     "Settings",
     "StorageError",
+    "check_no_case_twin",
     "check_orchestrator_id",
     "load_settings",
 ]

@@ -3,11 +3,16 @@
 An orchestratorId becomes a folder name and part of a queue name, so it is checked
 before it touches either: ASCII letters, digits, ``_ . -``, starting with a letter or
 digit, at most 64 characters (DESIGN.md).
+
+Ids are case-sensitive, but the folders of macOS and Windows are not: there "Bot" opens
+"bot"'s folder. So a new orchestrator whose id equals an existing one's but for case is
+refused (:func:`check_no_case_twin`).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from .errors import MemoryValidationError
 
@@ -25,3 +30,22 @@ def check_orchestrator_id(value: object, where: str = "orchestratorId") -> str:
         )
         raise MemoryValidationError(message, [{"path": where, "message": message}])
     return value
+
+
+def check_no_case_twin(orchestrator_id: str, existing: Iterable[str]) -> str:
+    """Return ``orchestrator_id`` unless one of ``existing`` equals it but for case.
+
+    Raises MemoryValidationError naming both ids: on a case-insensitive file system
+    (macOS, Windows) the two would share one folder, and one database.
+    """
+    folded = orchestrator_id.casefold()
+    for other in existing:
+        if other != orchestrator_id and other.casefold() == folded:
+            message = (
+                f"orchestratorId {orchestrator_id!r} differs only in case from the existing "
+                f"orchestrator {other!r}: on macOS and Windows both would use one folder. "
+                f"Use {other!r}, or an id that differs in more than case"
+            )
+            raise MemoryValidationError(message, [{"path": "orchestratorId",
+                                                   "message": message}])
+    return orchestrator_id

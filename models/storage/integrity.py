@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from orchmem.config import MemoryCorrupt, MemoryDisabled, StorageError
+from orchmem.config import MemoryCorrupt, MemoryDisabled, StorageError, check_no_case_twin
 
 from ..schema import format_ts, utc_now
 from ..workspace import Workspace
@@ -98,6 +98,8 @@ def _schema_problem(odb: OrchestratorDB) -> str | None:
             f"orchmem ({SCHEMA_VERSION}): upgrade orchmem"
         )
     if owner != odb.orchestrator_id:
+        # A case-insensitive file system opened a twin's folder: refused, not damage.
+        check_no_case_twin(odb.orchestrator_id, [owner] if owner else [])
         return f"it belongs to orchestrator {owner!r}"
     return None
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import pickle
 import random
+import shlex
 import sqlite3
 import sys
 from collections.abc import Iterator
@@ -24,6 +25,7 @@ from orchmem.models.memlog import read_log
 from orchmem.models.storage.database import Databases
 from orchmem.tasks.edits import EDIT
 from orchmem.tasks.writeback import WRITEBACK
+from orchmem.worker import broker as broker_module
 from orchmem.worker.app import OrchmemCelery
 from orchmem.worker.broker import EmbeddedRedis
 from orchmem.worker.client import MemoryClient
@@ -211,6 +213,37 @@ def test_the_embedded_broker_requires_its_password(isolated: Any) -> None:
             redis.Redis(host="127.0.0.1", port=broker.port, password="guess").ping()
         assert redis.Redis(host="127.0.0.1", port=broker.port, password=broker.password).ping()
         assert (Path(settings.broker_dir) / "broker.json").stat().st_mode & 0o077 == 0
+    finally:
+        broker.stop()
+
+
+def test_the_embedded_brokers_password_is_never_on_a_command_line(
+        isolated: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A running redis-server rewrites its process title, but until then (and for builds
+    # that cannot) anyone can read its arguments in /proc. A shim in front of the real
+    # binary records /proc/<pid>/cmdline as the server is started: exec keeps the pid.
+    real = broker_module.redis_server_binary()
+    seen = tmp_path / "cmdline-at-start"
+    shim = tmp_path / "bin" / "redis-server"
+    shim.parent.mkdir()
+    shim.write_text(f"#!/bin/sh\ncat /proc/$$/cmdline > {shlex.quote(str(seen))}\n"
+                    f"exec {shlex.quote(real)} \"$@\"\n")
+    shim.chmod(0o700)
+    monkeypatch.setattr(broker_module, "redis_server_binary", lambda: str(shim))
+    settings = isolated(broker_url="")
+    broker = EmbeddedRedis.start(settings)
+    try:
+        started = seen.read_bytes()
+        running = Path(f"/proc/{broker.process.pid}/cmdline").read_bytes()
+        assert str(shim).encode() in started
+        assert broker.password.encode() not in started
+        assert broker.password.encode() not in running
+        config = Path(settings.broker_dir) / "redis.conf"
+        assert config.stat().st_mode & 0o777 == 0o600
+        assert str(config).encode() in started
+        assert redis.Redis(host="127.0.0.1", port=broker.port, password=broker.password).ping()
+        with pytest.raises(redis.AuthenticationError):
+            redis.Redis(host="127.0.0.1", port=broker.port, socket_timeout=2).ping()
     finally:
         broker.stop()
 
