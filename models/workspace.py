@@ -4,7 +4,8 @@ Layout under the runtime root (SPEC.md "Runtime Filesystem Layout")::
 
     memory/memory.db            SQLite (WAL)
     memory/outbox.db            client-side outbox of published requests
-    memory/ingest/              drop zone; processed/ and rejected/ below it
+    memory/ingest/              drop zone; processed/ and rejected/ below it, and
+                                .inflight/ (the files a scan is handling)
     memory/bulletins/           latest.json + latest.md
     memory/logs/memory.log      JSON lines
     memory/quarantine/          corrupt databases kept aside for inspection
@@ -66,6 +67,11 @@ class Workspace:
     @property
     def rejected_dir(self) -> Path:
         return self.ingest_dir / "rejected"
+
+    @property
+    def inflight_dir(self) -> Path:
+        """Where a scan keeps the files it took from ingest/ until they are moved on."""
+        return self.ingest_dir / ".inflight"
 
     @property
     def bulletins_dir(self) -> Path:

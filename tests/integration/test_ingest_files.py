@@ -19,6 +19,7 @@ from orchmem_testing import make_settings
 
 from orchmem.config import ScopeViolation
 from orchmem.models import ingest as ingest_module
+from orchmem.models import ingest_files as ingest_files_module
 from orchmem.models.embedding import Embedder
 from orchmem.models.ingest import scan
 from orchmem.models.reconcile import Proposed
@@ -61,8 +62,8 @@ def scan_within(odb: OrchestratorDB, embed: Embed, seconds: float = 20) -> dict[
 
 
 class OsSwapping(ModuleType):
-    """The ``os`` module as the ingest module sees it, with ``swap(path)`` run just
-    before a file is opened: the window between the checks and the open."""
+    """The ``os`` module as the module reading ingest files sees it, with ``swap(path)``
+    run just before a file is opened: the window between the checks and the open."""
 
     def __init__(self, swap: Callable[[Path], None]) -> None:
         super().__init__("os")
@@ -104,7 +105,7 @@ def test_a_file_swapped_for_a_fifo_after_its_checks_is_rejected_without_blocking
         odb: OrchestratorDB, embed: Embed, monkeypatch: pytest.MonkeyPatch) -> None:
     path = odb.workspace.ingest_dir / "notes.md"
     path.write_text("I prefer green tea.")
-    monkeypatch.setattr(ingest_module, "os", OsSwapping(to_fifo))
+    monkeypatch.setattr(ingest_files_module, "os", OsSwapping(to_fifo))
     [outcome] = scan_within(odb, embed)["files"]
     assert (outcome["outcome"], outcome["reason"]) == ("rejected", "not_regular_file")
     rejected = odb.workspace.rejected_dir
@@ -120,7 +121,7 @@ def test_a_file_swapped_for_a_symlink_after_its_checks_is_rejected_unread(
     target = tmp_path / "secret.md"
     target.write_text("My name is Mallory.")
     (odb.workspace.ingest_dir / "notes.md").write_text("I prefer green tea.")
-    monkeypatch.setattr(ingest_module, "os", OsSwapping(to_symlink(target)))
+    monkeypatch.setattr(ingest_files_module, "os", OsSwapping(to_symlink(target)))
     [outcome] = scan_within(odb, embed)["files"]
     assert (outcome["outcome"], outcome["reason"]) == ("rejected", "symlink")
     assert (odb.workspace.rejected_dir / "notes.md").is_symlink()
@@ -135,7 +136,7 @@ def test_a_file_that_changes_while_being_read_is_left_for_the_next_scan(
         swap: Callable[[Path], None]) -> None:
     path = odb.workspace.ingest_dir / "notes.md"
     path.write_text("I prefer green tea.")
-    monkeypatch.setattr(ingest_module, "os", OsSwapping(swap))
+    monkeypatch.setattr(ingest_files_module, "os", OsSwapping(swap))
     result = scan_within(odb, embed)
     assert (result["skipped"], result["rejected"], result["ingested"]) == (1, 0, 0)
     assert result["files"][0]["reason"] == "changed"
@@ -208,3 +209,55 @@ def test_a_processed_folder_linked_out_of_the_workspace_refuses_the_scan(
     assert list(outside.iterdir()) == []
     assert (odb.workspace.ingest_dir / "notes.md").exists()
     assert list_memories(odb) == []
+
+
+def test_a_file_renamed_in_between_the_commit_and_the_move_is_not_moved_unread(
+        odb: OrchestratorDB, embed: Embed, monkeypatch: pytest.MonkeyPatch) -> None:
+    ingest = odb.workspace.ingest_dir
+    (ingest / "notes.md").write_text("I prefer green tea.")
+    real = ingest_module.move_to_processed
+
+    def newer_file_dropped_first(*args: Any, **kwargs: Any) -> Path:
+        # README's way to drop a file: write it aside, then rename it into ingest/.
+        fresh = ingest / ".notes.md.tmp"
+        fresh.write_text("I prefer oolong tea.")
+        os.replace(fresh, ingest / "notes.md")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ingest_module, "move_to_processed", newer_file_dropped_first)
+    first = scan(odb, embed, "test")
+    assert [(f["file"], f["outcome"]) for f in first["files"]] == [("notes.md", "ingested")]
+    assert [p.read_text() for p in odb.workspace.processed_dir.iterdir()] == [
+        "I prefer green tea."]
+    assert (ingest / "notes.md").read_text() == "I prefer oolong tea."
+    monkeypatch.undo()
+    second = scan(odb, embed, "test")
+    assert [(f["file"], f["outcome"]) for f in second["files"]] == [("notes.md", "ingested")]
+    assert sorted(p.read_text() for p in odb.workspace.processed_dir.iterdir()) == [
+        "I prefer green tea.", "I prefer oolong tea."]
+    assert not (ingest / "notes.md").exists()
+    assert sorted(n.content for n in list_memories(odb)) == [
+        "I prefer green tea.", "I prefer oolong tea."]
+
+
+def test_a_changed_file_whose_name_a_newer_file_took_is_kept_for_the_next_scan(
+        odb: OrchestratorDB, embed: Embed, monkeypatch: pytest.MonkeyPatch) -> None:
+    ingest = odb.workspace.ingest_dir
+    (ingest / "notes.md").write_text("I prefer green tea.")
+
+    def grow_and_drop_a_newer_one(path: Path) -> None:
+        grow(path)
+        (ingest / "notes.md").write_text("I prefer oolong tea.")
+
+    monkeypatch.setattr(ingest_files_module, "os", OsSwapping(grow_and_drop_a_newer_one))
+    first = scan_within(odb, embed)
+    assert [(f["file"], f["outcome"], f["reason"]) for f in first["files"]] == [
+        ("notes.md", "skipped", "changed")]
+    assert (ingest / "notes.md").read_text() == "I prefer oolong tea."  # not replaced
+    monkeypatch.undo()
+    second = scan_within(odb, embed)
+    assert [(f["file"], f["outcome"]) for f in second["files"]] == [
+        ("notes.md", "ingested"), ("notes.md", "ingested")]
+    assert sorted(p.read_text() for p in odb.workspace.processed_dir.iterdir()) == [
+        "I prefer green tea. And rooibos in the evening.", "I prefer oolong tea."]
+    assert [p for p in ingest.rglob("*") if p.is_file() and "processed" not in p.parts] == []

@@ -16,6 +16,7 @@ import pytest
 from orchmem_testing import make_settings
 
 from orchmem.models import ingest as ingest_module
+from orchmem.models import ingest_moves as ingest_moves_module
 from orchmem.models import writeback as writeback_module
 from orchmem.models.embedding import Embedder
 from orchmem.models.ingest import scan
@@ -108,7 +109,7 @@ def test_crash_after_the_commit_before_the_move_is_repaired(
     with pytest.raises(Crash):
         scan(odb, embed, "test")
     assert calls == ["a.md", "b.txt"]
-    assert (odb.workspace.ingest_dir / "b.txt").exists()  # committed but not moved
+    assert (odb.workspace.inflight_dir / "b.txt").exists()  # committed but not moved
     monkeypatch.setattr(ingest_module, "move_to_processed", real)
     result = scan(odb, embed, "test")
     outcomes = {f["file"]: f["outcome"] for f in result["files"]}
@@ -150,7 +151,8 @@ def test_crash_while_rejecting_is_finished_by_the_next_scan(
 
 
 class OsDyingOnFileMove(ModuleType):
-    """``os`` as the ingest module sees it, dying when a file (not its reason) is moved."""
+    """``os`` as the module moving ingest files sees it, dying when a file (not its reason)
+    is moved."""
 
     def __init__(self) -> None:
         super().__init__("os")
@@ -167,7 +169,7 @@ class OsDyingOnFileMove(ModuleType):
 def test_crash_between_the_reason_file_and_the_move_overwrites_nothing(
         odb: OrchestratorDB, embed: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     (odb.workspace.ingest_dir / "bad.json").write_text("{not json")
-    monkeypatch.setattr(ingest_module, "os", OsDyingOnFileMove())
+    monkeypatch.setattr(ingest_moves_module, "os", OsDyingOnFileMove())
     with pytest.raises(Crash):
         scan(odb, embed, "test")
     rejected = odb.workspace.rejected_dir
@@ -208,3 +210,28 @@ def test_random_crash_points_always_end_exactly_once(
             scan(odb, embed, "test")
         monkeypatch.setattr(module, name, real)
     assert_ingested_once(odb, scan(odb, embed, "test"))
+
+
+def test_a_newer_file_dropped_under_the_name_of_one_not_yet_moved_is_kept_apart(
+        odb: OrchestratorDB, embed: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    ingest = odb.workspace.ingest_dir
+    (ingest / "a.md").write_text("I prefer green tea.")
+
+    def newer_file_dropped_then_dies(*args: Any, **kwargs: Any) -> Path:
+        (ingest / ".a.md.tmp").write_text("I prefer oolong tea.")
+        os.replace(ingest / ".a.md.tmp", ingest / "a.md")
+        raise Crash()
+
+    monkeypatch.setattr(ingest_module, "move_to_processed", newer_file_dropped_then_dies)
+    with pytest.raises(Crash):
+        scan(odb, embed, "test")
+    monkeypatch.undo()
+    result = scan(odb, embed, "test")
+    assert [(f["file"], f["outcome"]) for f in result["files"]] == [
+        ("a.md", "repaired"), ("a.md", "ingested")]
+    assert sorted(p.read_text() for p in odb.workspace.processed_dir.iterdir()) == [
+        "I prefer green tea.", "I prefer oolong tea."]
+    assert contents(odb) == ["I prefer green tea.", "I prefer oolong tea."]
+    with odb.bound():
+        rows = odb.db.execute_sql("SELECT outcome, moved FROM ingest_manifest").fetchall()
+    assert rows == [("ingested", 1)] * 2

@@ -14,7 +14,7 @@ import pytest
 from orchmem_testing import wait_until
 
 from orchmem.config import Settings
-from orchmem.models.ingest import REASONS
+from orchmem.models.ingest_outcomes import REASONS
 from orchmem.models.memlog import read_log
 from orchmem.models.storage.database import Databases
 from orchmem.models.storage.memories import list_memories
