@@ -110,6 +110,11 @@ def send(app: Celery, task: str, kwargs: dict[str, Any], *, task_id: str | None 
     if app.conf.task_always_eager:
         return app.tasks[task].apply(kwargs=kwargs, task_id=task_id)
     try:
+        if task_id is not None:
+            # The id is stable across re-sends: drop the stored outcome of an earlier
+            # delivery, so whoever waits now gets this delivery's answer (the same ids,
+            # marked ``duplicate`` when the receipt says it was applied before).
+            app.backend.forget(task_id)
         return app.send_task(task, kwargs=kwargs, task_id=task_id, kwargsrepr=kwargs_repr(kwargs),
                              expires=expires_s, retry=True, retry_policy=RETRY_POLICY)
     except (OperationalError, KombuError, RedisError, OSError, RuntimeError) as exc:
