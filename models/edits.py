@@ -143,7 +143,10 @@ def apply_edit(odb: OrchestratorDB, edit: Supersede | Retract | Link | Forget, *
 def _erase_leftovers(odb: OrchestratorDB) -> None:
     """Move a hard forget's zeroed pages out of the WAL, and erase the finished outbox
     entries (their payloads hold what was said)."""
-    checkpoint_wal(odb)
+    if not checkpoint_wal(odb):
+        logger.warning("WAL of %s still held by a reader after a hard forget",
+                       odb.orchestrator_id)
+        odb.log.write("forget_checkpoint_blocked")
     outbox = Outbox(odb.workspace.outbox_path, odb.settings.worker.busy_timeout_ms)
     try:
         prune_done(outbox, odb, erase=True)

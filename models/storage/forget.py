@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 from ..schema import Status, format_ts, utc_now
 from .database import OrchestratorDB
@@ -41,9 +42,23 @@ def erase(odb: OrchestratorDB, memory_id: str) -> None:
     odb.db.execute_sql("INSERT INTO memory_fts(memory_fts) VALUES ('optimize')")
 
 
-def checkpoint_wal(odb: OrchestratorDB) -> None:
-    """Move the pages a hard forget zeroed out of the WAL file (outside any transaction)."""
-    odb.sql("PRAGMA wal_checkpoint(TRUNCATE)")
+#: Tries of the truncating checkpoint while readers hold old snapshots, and the pause.
+CHECKPOINT_TRIES = 40
+CHECKPOINT_PAUSE_S = 0.05
+
+
+def checkpoint_wal(odb: OrchestratorDB) -> bool:
+    """Move the pages a hard forget zeroed out of the WAL file and truncate it (outside
+    any transaction). A reader in the middle of a snapshot holds the old frames, which
+    still hold the words: try again for about two seconds. Returns True once the WAL is
+    truncated, False when a reader still held it (the next checkpoint, after the reader
+    moves on, takes them out)."""
+    for _ in range(CHECKPOINT_TRIES):
+        busy = odb.sql("PRAGMA wal_checkpoint(TRUNCATE)")[0][0]
+        if not busy:
+            return True
+        time.sleep(CHECKPOINT_PAUSE_S)
+    return False
 
 
 def _without_content(text: str | None) -> str | None:
