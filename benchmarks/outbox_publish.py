@@ -41,10 +41,12 @@ def fill(path: Path, count: int) -> None:
 
 def prune_seconds(client: MemoryClient) -> dict[str, Any]:
     try:
+        from orchmem.models.storage.database import Databases
         from orchmem.models.storage.outbox import prune_done
     except ImportError:  # releases before the storage layer
+        from orchmem.models.database import Databases  # type: ignore[import-not-found,no-redef]
         from orchmem.models.outbox import prune_done  # type: ignore[import-not-found,no-redef]
-    odb = client.databases.open(client.orchestrator_id)
+    odb = Databases(client.settings).open(client.orchestrator_id)  # a writer: creates it
     started = time.perf_counter()
     try:
         left = prune_done(client.outbox, odb)
