@@ -36,7 +36,8 @@ def insert_edge(odb: OrchestratorDB, edge: EdgeInput, *, from_id: str, to_id: st
     inserted = (MemoryEdgeRow.insert(
         edge_id=edge_id, from_memory=from_id, to_memory=to_id, edge_type=edge.edge_type.value,
         weight=edge.weight, reason=edge.reason, created_at=format_ts(utc_now()),
-    ).on_conflict_ignore().execute())
+    ).on_conflict_ignore().as_rowcount().execute())
+    # The row count, not SQLite's last row id: an ignored insert must add no audit row.
     if inserted:
         add_event("link", [from_id, to_id],
                   after={"edgeId": edge_id, "edgeType": edge.edge_type.value,
