@@ -61,19 +61,25 @@ class MemoryTask(Task):
     def databases(self) -> Databases:
         return self.app.databases
 
-    def check_queue(self, orchestrator_id: str) -> None:
-        """Refuse a message that arrived on a queue other than its orchestrator's."""
+    def misrouted(self, orchestrator_id: str) -> tuple[str, str] | None:
+        """``(queue it arrived on, its orchestrator's queue)`` when they differ, else None."""
         delivery = self.request.delivery_info or {}
         arrived = delivery.get("routing_key")
         if arrived is None or self.request.is_eager:
-            return
-        route = self.app.amqp.router.route({}, self.name, (), {"orchestrator_id": orchestrator_id})
-        expected = route["queue"].name
-        if arrived != expected:
-            raise ScopeViolation(
-                f"task {self.name} for orchestrator {orchestrator_id!r} arrived on queue "
-                f"{arrived!r}, but that orchestrator's queue is {expected!r}; refused"
-            )
+            return None
+        expected = self.app.queue_of(self.name, {"orchestrator_id": orchestrator_id})
+        return None if arrived == expected else (str(arrived), str(expected))
+
+    def resharded(self, orchestrator_id: str, arrived: str) -> bool:
+        """Whether a message on the wrong queue was routed right when it was sent, under
+        another shard count (its ``orchmemShards`` header): sent before ``shards``
+        changed, it is forwarded, not refused."""
+        then = self.request.get("orchmemShards")
+        if not isinstance(then, int) or isinstance(then, bool) or then < 1 or \
+                then == self.settings.shards:
+            return False
+        queue = self.app.queue_of(self.name, {"orchestrator_id": orchestrator_id}, then)
+        return bool(queue == arrived)
 
     def open_db(self, orchestrator_id: str) -> OrchestratorDB:
         """Open the orchestrator's database; quarantine it if it is damaged."""
@@ -103,6 +109,11 @@ class MemoryTask(Task):
                  body: pipeline.Body) -> dict[str, Any]:
         """Run ``body`` for this delivery under every step of :mod:`.pipeline`."""
         return pipeline.run(self, orchestrator_id, payload, body)
+
+    def routing_log(self) -> MemoryLog:
+        """``<root>/logs/routing.log``: messages forwarded after a change of ``shards``."""
+        return MemoryLog(self.settings.logs_dir / "routing.log", "-",
+                         _log_bytes(self.settings), self.settings.memory_log_backups)
 
     def denials_log(self, claimed: str) -> MemoryLog:
         """``<root>/logs/scope-denials.log``: refused cross-scope tasks, as JSON lines."""

@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from celery.exceptions import Retry
+from celery.exceptions import Ignore, Retry
 
 from orchmem.config import (
     MemoryValidationError,
@@ -42,6 +42,8 @@ from orchmem.config import (
 from orchmem.models.payloads import key_of
 from orchmem.models.storage import deadletters, receipts
 from orchmem.models.storage.database import OrchestratorDB
+
+from .publish import send
 
 if TYPE_CHECKING:
     from .base import MemoryTask
@@ -85,16 +87,36 @@ def run(task: MemoryTask, orchestrator_id: Any, payload: Any, body: Body) -> dic
 
 
 def check_scope(current: TaskRun) -> None:
-    check_orchestrator_id(current.orchestrator_id)
-    try:
-        current.task.check_queue(current.orchestrator_id)
-    except ScopeViolation as exc:
-        # Not written into the named orchestrator's folder: this worker is not its
-        # writer, and on another host that folder may not even exist here.
-        current.task.denials_log(current.orchestrator_id).write(
-            "scope_denied", task=current.task.name, reason=str(exc),
-            taskId=current.task.request.id)
-        raise
+    """Refuse (and log) a message on another orchestrator's queue; forward one that was
+    routed under an earlier shard count to its queue now (then this delivery ends)."""
+    task, orchestrator_id = current.task, current.orchestrator_id
+    check_orchestrator_id(orchestrator_id)
+    wrong = task.misrouted(orchestrator_id)
+    if wrong is None:
+        return
+    arrived, expected = wrong
+    if task.resharded(orchestrator_id, arrived):
+        forward(current, arrived, expected)
+    exc = ScopeViolation(
+        f"task {task.name} for orchestrator {orchestrator_id!r} arrived on queue "
+        f"{arrived!r}, but that orchestrator's queue is {expected!r}; refused")
+    # Not written into the named orchestrator's folder: this worker is not its writer,
+    # and on another host that folder may not even exist here.
+    task.denials_log(orchestrator_id).write("scope_denied", task=task.name, reason=str(exc),
+                                            taskId=task.request.id)
+    raise exc
+
+
+def forward(current: TaskRun, arrived: str, expected: str) -> None:
+    """Send this message on to ``expected`` under the same task id, and end this
+    delivery without a result (``Ignore``): the forwarded one answers."""
+    task = current.task
+    current.outcome = "forwarded"
+    send(task.app, task.name, {"orchestrator_id": current.orchestrator_id,
+                               "payload": current.payload}, task_id=task.request.id)
+    task.routing_log().write("forwarded", task=task.name, orchestratorId=current.orchestrator_id,
+                             taskId=task.request.id, fromQueue=arrived, toQueue=expected)
+    raise Ignore()
 
 
 def open_database(current: TaskRun) -> None:

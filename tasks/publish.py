@@ -116,12 +116,20 @@ def send(app: Celery, task: str, kwargs: dict[str, Any], *, task_id: str | None 
             # marked ``duplicate`` when the receipt says it was applied before).
             app.backend.forget(task_id)
         return app.send_task(task, kwargs=kwargs, task_id=task_id, kwargsrepr=kwargs_repr(kwargs),
-                             expires=expires_s, retry=True, retry_policy=RETRY_POLICY)
+                             expires=expires_s, retry=True, retry_policy=RETRY_POLICY,
+                             headers=_route_headers(app))
     except (OperationalError, KombuError, RedisError, OSError, RuntimeError) as exc:
         # RuntimeError: Celery's Redis result consumer gives up subscribing that way.
         detail = " ".join(str(exc).split()) if not isinstance(exc, RuntimeError) else \
             "the result store did not answer"
         raise BrokerUnavailable(f"cannot publish {task}: broker unreachable ({detail})") from exc
+
+
+def _route_headers(app: Celery) -> dict[str, Any]:
+    """The shard count the message is routed under: a worker that finds it on the wrong
+    queue after ``shards`` changed forwards it instead of refusing it."""
+    settings = getattr(app, "settings", None)
+    return {} if settings is None else {"orchmemShards": settings.shards}
 
 
 def send_envelope(app: Celery, env: Envelope, *, expires_s: float | None = None) -> AsyncResult:

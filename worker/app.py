@@ -14,7 +14,7 @@ from typing import Any
 from celery import Celery, signals
 from kombu import Queue
 
-from orchmem.config import Settings
+from orchmem.config import MemoryValidationError, Settings
 from orchmem.models.embedding import get_embedder
 from orchmem.models.storage.database import Databases
 from orchmem.tasks.maintenance import FANOUT
@@ -42,6 +42,17 @@ class OrchmemCelery(Celery):
                          set_as_current=False)
         self.settings = settings
         self.databases = Databases(settings)
+
+    def queue_of(self, task: str, kwargs: dict[str, Any], shards: int | None = None) -> str:
+        """The queue ``task`` with ``kwargs`` is routed to, under ``shards`` shards (default:
+        the configured count): how a task tells a resharded message from a misrouted one."""
+        settings = self.settings
+        if shards is not None and shards != settings.shards:
+            settings = settings.model_copy(update={"shards": shards})
+        route = ShardRouter(settings)(task, (), kwargs, {})
+        if route is None:
+            raise MemoryValidationError(f"{task} has no orchestrator_id or shard to route by")
+        return route["queue"]
 
 
 #: A worker retries the result store for a while (its work is committed in SQLite

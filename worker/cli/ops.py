@@ -21,6 +21,7 @@ from orchmem.tasks.maintenance import DEADLETTER_RETRY, REEMBED
 
 from ..app import OrchmemCelery, connect_worker_signals, create_app
 from ..broker import EmbeddedRedis, wait_for_broker
+from ..drain import drain
 from ..metrics import start_metrics
 from ..publish import publish
 from ..routing import shard_queues
@@ -343,4 +344,23 @@ def deadletter_retry_command(cli: Cli, orchestrator_id: str, key: str, as_json: 
     emit(value, as_json, f"{key}: published again ({value['retryTaskId']})")
 
 
-COMMANDS = [up, broker, worker, beat, flower, check, reembed, demo, deadletter]
+@click.command(name="drain-queues")
+@json_option
+@pass_cli
+def drain_queues(cli: Cli, as_json: bool) -> None:
+    """Move the messages of shards above `shards` to shard 0's control queue.
+
+    Run it after lowering `shards` (for example from 3 to 2) and restarting the
+    workers: no worker reads the old queues any more. Shard 0's worker forwards each
+    message to its orchestrator's queue; nothing is lost or applied twice. Raising
+    `shards` needs no drain.
+    """
+    try:
+        moved = drain(cli.settings, wait_for_broker(cli.settings, 5))
+    except OrchmemError as exc:
+        raise click.ClickException(str(exc)) from exc
+    lines = [f"{queue}: {n} moved" for queue, n in moved.items()] or ["no stale queues"]
+    emit({"ok": True, "moved": moved}, as_json, "\n".join(lines))
+
+
+COMMANDS = [up, broker, worker, beat, flower, check, reembed, demo, deadletter, drain_queues]
