@@ -18,6 +18,7 @@ key fixed and written into the payload, the time of the request recorded. Then:
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -27,10 +28,12 @@ from celery.result import AsyncResult
 from kombu.exceptions import KombuError, OperationalError
 from redis.exceptions import RedisError
 
-from orchmem.config import BrokerUnavailable, check_orchestrator_id
+from orchmem.config import BrokerUnavailable, StorageError, check_orchestrator_id
 from orchmem.models.payloads import key_of
 from orchmem.models.schema import format_ts, utc_now
 from orchmem.models.storage.outbox import Outbox
+
+logger = logging.getLogger(__name__)
 
 #: Requests a user made, recorded in the outbox before they are published.
 DURABLE_KINDS = frozenset({"wb", "edit", "ingest"})
@@ -139,22 +142,36 @@ def send_envelope(app: Celery, env: Envelope, *, expires_s: float | None = None)
 
 def publish(app: Celery, env: Envelope, outbox: Outbox | None = None, *,
             expires_s: float | None = None,
-            before_send: Callable[[], None] | None = None) -> AsyncResult:
+            before_send: Callable[[], None] | None = None,
+            outbox_required: bool = True) -> AsyncResult:
     """Record a durable request in ``outbox`` (when given), then send it and mark it sent.
 
     ``before_send`` runs between the two (the client's fast broker check). Raises
     StorageError when the outbox cannot be written (nothing was sent) and
     BrokerUnavailable when the broker cannot be reached (the outbox keeps the request;
-    the reconciler sends it later).
+    the reconciler sends it later). With ``outbox_required=False`` (an operator's
+    command, whose folder may be read-only or full) an outbox that cannot be written is
+    logged and the request is sent without it.
     """
     keep = outbox if env.durable and not app.conf.task_always_eager else None
     if keep is not None:
-        keep.record(env.key, env.task, env.payload)
+        try:
+            keep.record(env.key, env.task, env.payload)
+        except StorageError as exc:
+            if outbox_required:
+                raise
+            logger.warning("%s for %s sent without its outbox: %s", env.task,
+                           env.orchestrator_id, exc)
+            keep = None
     if before_send is not None:
         before_send()
     result = send_envelope(app, env, expires_s=expires_s)
     if keep is not None:
-        keep.mark_published(env.key)
+        try:
+            keep.mark_published(env.key)
+        except StorageError as exc:  # sent: at worst the reconciler sends it once more
+            logger.warning("outbox of %s not updated after a publish: %s",
+                           env.orchestrator_id, exc)
     return result
 
 

@@ -23,8 +23,9 @@ def publish(app: OrchmemCelery, task_name: str, orchestrator_id: str, kind: str,
             payload: dict[str, Any]) -> tuple[str, AsyncResult]:
     """Publish one request for ``orchestrator_id``; returns ``(idempotency key, handle)``.
 
-    Raises MemoryValidationError (bad id or key), StorageError (outbox not writable)
-    or BrokerUnavailable (the request is then kept in the outbox when it is a user's).
+    Raises MemoryValidationError (bad id or key) or BrokerUnavailable (the request is
+    then kept in the outbox when it is a user's). An outbox that cannot be written (a
+    read-only or full folder) is logged and the request is sent without it.
     """
     env = envelope(orchestrator_id, task_name, kind, payload)
     outbox = None
@@ -32,7 +33,7 @@ def publish(app: OrchmemCelery, task_name: str, orchestrator_id: str, kind: str,
         workspace = Databases(app.settings).workspace(orchestrator_id)
         outbox = Outbox(workspace.outbox_path, app.settings.worker.busy_timeout_ms)
     try:
-        return env.key, publish_envelope(app, env, outbox)
+        return env.key, publish_envelope(app, env, outbox, outbox_required=False)
     finally:
         if outbox is not None:
             outbox.close()
