@@ -85,9 +85,8 @@ def test_a_hard_forget_leaves_the_word_in_no_file_and_no_broker_key(tmp_path: Pa
         scanned = client.ingest_now().wait(TIMEOUT)
         assert scanned is not None and scanned["ok"], scanned
         assert "zanzibarquux" in client.bulletin(timeout=TIMEOUT).text
-        memories = [m for m in client.get(list(client.recall("zanzibarquux pastries")
-                                               .memory_ids))
-                    if "zanzibarquux" in m.content]
+        ids = [*said["created"], *(i for f in scanned["files"] for i in f["memoryIds"])]
+        memories = [m for m in client.get(ids) if "zanzibarquux" in m.content]
         assert len(memories) == 2
         odb = Databases(settings).open("forgetful")
         assert odb is not None
