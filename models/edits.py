@@ -12,20 +12,26 @@ live on in the audit trail (the ``subject`` of its events, edge reasons such as
 subject/value/content/summary/statement fields, every edge touching it loses its
 reason, and a memory that inherited its subject (a supersede by new content) keeps that
 subject only if its own words contain it. A tombstone event records the forget, without
-the content. The WAL is checkpointed afterwards so the old pages leave the log file
-(``secure_delete`` zeroes freed pages), and the finished entries of the client's
-outbox, whose payloads hold what was said, are erased the same way.
+the content: its reason keeps none of the memory's words (they become ``[…]``). Dead
+letters whose payload holds the content are deleted in the same transaction. After the
+commit the WAL is checkpointed so the old pages leave the log file (``secure_delete``
+zeroes freed pages), the finished entries of the client's outbox, whose payloads hold
+what was said, are erased the same way, and the files in ``ingest/processed/`` that gave
+the memory are deleted (:mod:`.forget_files`). The result says what went:
+``{"erased": {"deadLetters": n, "files": [paths]}}``.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, TypeAdapter
 
 from orchmem.config import MemoryNotFound, MemoryValidationError, StorageError
 
+from .forget_files import delete_files, processed_files_with
 from .payloads import IdempotencyKey
 from .schema import (
     EdgeInput,
@@ -41,7 +47,7 @@ from .schema import (
     derive_id,
     validate,
 )
-from .storage import memories, receipts
+from .storage import deadletters, manifest, memories, receipts
 from .storage.database import OrchestratorDB
 from .storage.edges import insert_edge
 from .storage.events import add_event
@@ -51,6 +57,7 @@ from .storage.outbox import Outbox, prune_done
 
 logger = logging.getLogger(__name__)
 
+_WORD = re.compile(r"\w+")
 Reason = Annotated[str, Field(strict=True, min_length=1, max_length=500)]
 Actor = Literal["user", "system", "extractor"]
 
@@ -134,15 +141,22 @@ def apply_edit(odb: OrchestratorDB, edit: Supersede | Retract | Link | Forget, *
             result = {"ok": True, "task": task, "op": edit.op,
                       "orchestratorId": odb.orchestrator_id, "idempotencyKey": key, **result}
             receipts.finish(key, receipts.DONE, result)
+    done = stored if stored is not None else {**result, "duplicate": False}
     if isinstance(edit, Forget) and edit.hard:
         # Also on a redelivery: the first delivery may have died before these ran.
-        _erase_leftovers(odb)
-    return stored if stored is not None else {**result, "duplicate": False}
+        _erase_leftovers(odb, done.get("erased", {}).get("files", []))
+    return done
 
 
-def _erase_leftovers(odb: OrchestratorDB) -> None:
-    """Move a hard forget's zeroed pages out of the WAL, and erase the finished outbox
-    entries (their payloads hold what was said)."""
+def _erase_leftovers(odb: OrchestratorDB, files: list[str]) -> None:
+    """Move a hard forget's zeroed pages out of the WAL, erase the finished outbox
+    entries (their payloads hold what was said) and delete the processed ``files``."""
+    try:
+        delete_files(odb.workspace, files)
+    except OSError as exc:
+        logger.warning("processed files of %s not deleted after a hard forget: %s",
+                       odb.orchestrator_id, exc)
+        odb.log.write("forget_files_failed", message=str(exc)[:300])
     if not checkpoint_wal(odb):
         logger.warning("WAL of %s still held by a reader after a hard forget",
                        odb.orchestrator_id)
@@ -194,8 +208,9 @@ def _supersede(odb: OrchestratorDB, edit: Supersede, key: str) -> dict[str, Any]
                                          edge_type=EdgeType.UPDATES, weight=1.0,
                                          reason=edit.reason),
                           from_id=new_id, to_id=old.memory_id, key=key, actor=edit.actor)
-    odb.log.write("supersede", memoryId=old.memory_id, by=new_id, reason=edit.reason,
-                  actor=edit.actor, key=key)
+    # A reason is the user's text and may quote the memory: memory.log gets its length.
+    odb.log.write("supersede", memoryId=old.memory_id, by=new_id,
+                  reasonChars=len(edit.reason or ""), actor=edit.actor, key=key)
     return {"memoryIds": [old.memory_id, new_id], "supersededBy": new_id, "edgeIds": [edge_id]}
 
 
@@ -203,8 +218,8 @@ def _retract(odb: OrchestratorDB, edit: Retract, key: str) -> dict[str, Any]:
     stored = _stored(odb, edit.memory_id, "memoryId")
     _active(stored, "retract")
     set_status(stored, Status.RETRACTED, reason=edit.reason, actor=edit.actor, key=key)
-    odb.log.write("retract", memoryId=stored.memory_id, reason=edit.reason, actor=edit.actor,
-                  key=key)
+    odb.log.write("retract", memoryId=stored.memory_id, reasonChars=len(edit.reason),
+                  actor=edit.actor, key=key)
     return {"memoryIds": [stored.memory_id]}
 
 
@@ -231,10 +246,27 @@ def _forget(odb: OrchestratorDB, edit: Forget, key: str) -> dict[str, Any]:
         odb.log.write("forget", memoryId=stored.memory_id, hard=False, actor=edit.actor,
                       key=key)
         return {"memoryIds": [stored.memory_id], "hard": False}
+    files = processed_files_with(odb.workspace, manifest.hashes_of(stored.memory_id))
+    dead = deadletters.erase_mentioning([stored.content])
+    words = _words_of(stored)
     erase(odb, stored.memory_id)
     add_event("forget_hard", [stored.memory_id],
               before={"type": stored.type, "status": stored.status},
               after={"status": Status.RETRACTED.value, "forgotten": True},
-              reason=edit.reason, actor=edit.actor, key=key)
-    odb.log.write("forget", memoryId=stored.memory_id, hard=True, actor=edit.actor, key=key)
-    return {"memoryIds": [stored.memory_id], "hard": True}
+              reason=_redacted(edit.reason, words), actor=edit.actor, key=key)
+    odb.log.write("forget", memoryId=stored.memory_id, hard=True, actor=edit.actor, key=key,
+                  deadLetters=dead, files=len(files))
+    return {"memoryIds": [stored.memory_id], "hard": True,
+            "erased": {"deadLetters": dead, "files": files}}
+
+
+def _words_of(stored: StoredMemory) -> set[str]:
+    said = " ".join(t for t in (stored.content, stored.subject, stored.value) if t)
+    return {w.casefold() for w in _WORD.findall(said)}
+
+
+def _redacted(reason: str | None, words: set[str]) -> str | None:
+    """``reason`` with every word of the forgotten memory replaced by ``[…]``."""
+    if reason is None:
+        return None
+    return _WORD.sub(lambda m: "[…]" if m.group().casefold() in words else m.group(), reason)

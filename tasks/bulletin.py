@@ -28,6 +28,21 @@ def write_atomically(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def write_bulletin(odb: OrchestratorDB) -> dict[str, Any]:
+    """Build the bulletin of ``odb``'s orchestrator now and write ``bulletins/latest.json``
+    and ``latest.md`` atomically. Returns the bulletin as JSON plus ``text``."""
+    built = build(odb, utc_now())
+    data = built.to_dict()
+    text = built.to_text()
+    folder = odb.workspace.bulletins_dir
+    folder.mkdir(parents=True, exist_ok=True)
+    write_atomically(folder / "latest.json", json.dumps(data, indent=2, ensure_ascii=False))
+    write_atomically(folder / "latest.md", f"# Memory bulletin of {odb.orchestrator_id}\n\n"
+                     f"_generated {data['generatedAt']}, events up to {data['watermark']}_"
+                     f"\n\n{text}\n")
+    return {**data, "text": text}
+
+
 @shared_task(base=MemoryTask, bind=True, name=BULLETIN, kind="bulletin", tracked=False)
 def bulletin(self: MemoryTask, orchestrator_id: str, payload: dict[str, Any]) -> dict[str, Any]:
     """Build the bulletin, write ``bulletins/latest.json`` and ``latest.md`` atomically.
@@ -37,17 +52,9 @@ def bulletin(self: MemoryTask, orchestrator_id: str, payload: dict[str, Any]) ->
     """
 
     def body(odb: OrchestratorDB, key: str) -> dict[str, Any]:
-        built = build(odb, utc_now())
-        data = built.to_dict()
-        text = built.to_text()
-        folder = odb.workspace.bulletins_dir
-        folder.mkdir(parents=True, exist_ok=True)
-        write_atomically(folder / "latest.json", json.dumps(data, indent=2, ensure_ascii=False))
-        write_atomically(folder / "latest.md", f"# Memory bulletin of {orchestrator_id}\n\n"
-                         f"_generated {data['generatedAt']}, events up to {data['watermark']}_"
-                         f"\n\n{text}\n")
+        data = write_bulletin(odb)
         odb.log.write("bulletin", watermark=data["watermark"], chars=data["chars"],
                       truncated=data["truncated"], taskId=self.request.id)
-        return {"ok": True, "task": self.name, **data, "text": text}
+        return {"ok": True, "task": self.name, **data}
 
     return self.pipeline(orchestrator_id, payload, body)

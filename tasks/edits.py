@@ -7,11 +7,12 @@ from typing import Any
 from celery import shared_task
 
 from orchmem.config import MemoryNotFound
-from orchmem.models.edits import EDIT_ADAPTER, apply_edit
+from orchmem.models.edits import EDIT_ADAPTER, Forget, apply_edit
 from orchmem.models.schema import validate_with
 from orchmem.models.storage.database import OrchestratorDB
 
 from .base import MemoryTask
+from .forget import erase_elsewhere
 
 EDIT = "orchmem.edit"
 RETRY_EVERY_S = 2
@@ -21,14 +22,16 @@ RETRY_EVERY_S = 2
 def edit(self: MemoryTask, orchestrator_id: str, payload: dict[str, Any]) -> dict[str, Any]:
     """Apply the edit in ``payload`` (``{"op": "supersede" | "retract" | "link" | "forget", …}``).
 
-    Returns ``{"ok", "op", "memoryIds", "edgeIds"?, "duplicate"}``.
+    Returns ``{"ok", "op", "memoryIds", "edgeIds"?, "duplicate"}``; a hard forget adds
+    ``"erased"``: dead letters and processed files (see :mod:`orchmem.models.edits`),
+    stored results, the AOF rewrite and the bulletin (see :mod:`.forget`).
     """
 
     def body(odb: OrchestratorDB, key: str) -> dict[str, Any]:
         change = validate_with(EDIT_ADAPTER, payload, workspace=odb.workspace,
                                name="edit")
         try:
-            return apply_edit(odb, change, key=key, task=self.name)
+            result = apply_edit(odb, change, key=key, task=self.name)
         except MemoryNotFound as exc:
             # Its write-back may still be in flight (redelivered after a crash, say):
             # wait for it rather than apply effects out of order.
@@ -40,5 +43,9 @@ def edit(self: MemoryTask, orchestrator_id: str, payload: dict[str, Any]) -> dic
                               attempt=self.request.retries + 1)
                 raise self.retry(countdown=RETRY_EVERY_S, max_retries=None) from exc
             raise
+        if isinstance(change, Forget) and change.hard:
+            # Also on a redelivery: the first delivery may have died before this ran.
+            result["erased"] = {**result.get("erased", {}), **erase_elsewhere(self, odb)}
+        return result
 
     return self.pipeline(orchestrator_id, payload, body)

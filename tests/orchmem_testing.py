@@ -45,6 +45,8 @@ class RedisServer:
     port: int = 0
     password: str | None = None
     appendonly: bool = False
+    #: More ``--option value`` arguments for redis-server.
+    extra_args: list[str] = field(default_factory=list)
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -58,7 +60,7 @@ class RedisServer:
         args = [redis_server_binary(), "--bind", "127.0.0.1", "--port", str(self.port),
                 "--dir", str(self.directory), "--save", "", "--daemonize", "no",
                 "--appendonly", "yes" if self.appendonly else "no",
-                "--logfile", str(self.directory / "redis.log")]
+                "--logfile", str(self.directory / "redis.log"), *self.extra_args]
         if self.password:
             args += ["--requirepass", self.password]
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL,

@@ -81,7 +81,9 @@ def celery_config(settings: Settings, broker: str, client: bool = False) -> dict
         "task_send_sent_event": True,
         "task_track_started": True,
         "result_expires": settings.worker.result_ttl_s,
-        "result_extended": True,
+        # Extended results would store each task's kwargs (a write-back's text) in the
+        # result backend for result_ttl_s, beyond a hard forget's reach.
+        "result_extended": False,
         # kombu restores an unacked message after visibility_timeout, but only sweeps
         # every interval * throttle seconds (100 s by default): sweep often enough that
         # a message held by a killed worker comes back soon after the timeout.
@@ -174,6 +176,15 @@ def connect_worker_signals(app: OrchmemCelery, shards: list[int] | None = None) 
             get_embedder(app.settings.embedding)
         except Exception as exc:  # logged; tasks fall back to full text, re-embed later
             logger.warning("embedding model not loaded at start: %s", exc)
+
+    def quiet_task_results(**_: Any) -> None:
+        # Celery logs each task's return value at INFO ("succeeded in …: {…}"): a
+        # bulletin's text would go to the worker's log file, out of a hard forget's
+        # reach. The pipeline logs one line per task (outcome, duration) instead.
+        logging.getLogger("celery.app.trace").setLevel(logging.WARNING)
+
+    signals.after_setup_logger.connect(quiet_task_results, weak=False,
+                                       dispatch_uid="orchmem-quiet-results")
 
     signals.worker_process_init.connect(warm_up_child, weak=False,
                                         dispatch_uid="orchmem-warm-up")

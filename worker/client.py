@@ -357,7 +357,8 @@ class MemoryClient:
         A hard forget empties its content and summary, deletes its vector and sources,
         strips its words from the audit trail (event subjects, edge reasons) and from
         the FTS index, and erases the finished entries of this orchestrator's outbox,
-        whose payloads hold what was said; one tombstone event remains.
+        dead letters, processed ingest files, stored results and (by an AOF rewrite) the
+        broker's old messages; one tombstone remains (README "What a hard forget erases").
         Returns a :class:`WriteHandle`; never raises: a refused request gives
         ``ok=False`` with the reason in ``error`` (see :meth:`supersede`).
         """

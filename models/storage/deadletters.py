@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from ..schema import (
@@ -53,6 +54,17 @@ def release_dead_letter(odb: OrchestratorDB, key: str) -> dict[str, Any] | None:
         add_event("dead_letter_retry", [], after={"key": key, "task": row.task},
                   actor="user", key=key)
         return {"task": row.task, "payload": json.loads(row.payload)}
+
+
+def erase_mentioning(texts: Sequence[str]) -> int:
+    """Delete the dead letters whose payload holds any of ``texts`` as written or as
+    JSON escapes it (call inside a write transaction). Returns how many went."""
+    needles = {form for text in texts if text
+               for form in (text, json.dumps(text)[1:-1])}
+    gone = 0
+    for needle in needles:
+        gone += DeadLetterRow.delete().where(DeadLetterRow.payload.contains(needle)).execute()
+    return gone
 
 
 def count(odb: OrchestratorDB) -> int:

@@ -73,3 +73,13 @@ def mark_moved(odb: OrchestratorDB, row_ids: Sequence[int]) -> None:
     """Mark these rows' files as moved out of the ingest folder (one write transaction)."""
     with odb.write():
         IngestManifestRow.update(moved=1).where(IngestManifestRow.id.in_(list(row_ids))).execute()
+
+
+def hashes_of(memory_id: str) -> dict[str, int]:
+    """``{sha256: size}`` of every file the ingest manifest says gave ``memory_id``
+    (ingested, or a duplicate of such a file); call inside a transaction."""
+    # memory_ids is a JSON list of ids; the quoted id cannot match inside another id.
+    return {row.sha256: int(row.size) for row in IngestManifestRow.select(
+        IngestManifestRow.sha256, IngestManifestRow.size).where(
+        IngestManifestRow.memory_ids.contains(f'"{memory_id}"'),
+        IngestManifestRow.outcome != "rejected")}

@@ -166,6 +166,15 @@ def test_a_dead_letter_is_parked_listed_and_released(odb: OrchestratorDB) -> Non
     assert deadletters.release_dead_letter(odb, "d-1") is None
 
 
+def test_dead_letters_holding_a_text_are_erased_in_either_spelling(odb: OrchestratorDB) -> None:
+    for key, text in (("d-plain", "Café at noon"), ("d-other", "nothing to see")):
+        deadletters.dead_letter(odb, key, "t", {"payload": {"content": text}}, 4, "crashed")
+    with odb.write():
+        # Stored as JSON with ASCII escapes ("Caf\\u00e9"): found all the same.
+        assert deadletters.erase_mentioning(["Café at noon", ""]) == 1
+    assert [d["key"] for d in deadletters.dead_letters(odb)] == ["d-other"]
+
+
 def test_the_ingest_manifest(odb: OrchestratorDB) -> None:
     row = manifest.record_outcome(odb, "a.md", "sha-a", 10, "ingested", ["m-1"])
     manifest.record_outcome(odb, "b.md", "sha-b", 5, "rejected", [], reason="empty")
@@ -175,6 +184,10 @@ def test_the_ingest_manifest(odb: OrchestratorDB) -> None:
     assert [r for r, _ in manifest.pending_moves(odb)] == [row, row + 1]
     manifest.mark_moved(odb, [row])
     assert [r for r, _ in manifest.pending_moves(odb)] == [row + 1]
+    manifest.record_outcome(odb, "a2.md", "sha-a", 10, "duplicate", ["m-1"])
+    manifest.record_outcome(odb, "c.md", "sha-c", 7, "ingested", ["m-10"])
+    with odb.read():
+        assert manifest.hashes_of("m-1") == {"sha-a": 10}
 
 
 def test_the_outbox_keeps_requests_until_their_receipt_is_final(

@@ -1,0 +1,111 @@
+"""A hard forget leaves the forgotten memory's words nowhere: not in any file under the
+runtime root (database, WAL, outbox, logs, bulletins, ingest folders, the broker's own
+folder and its append-only file) and not in any key of the broker's Redis."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+import redis
+from orchmem_testing import RedisServer, WorkerProcess, make_settings
+
+from orchmem.models.storage.database import Databases
+from orchmem.models.storage.deadletters import dead_letter
+from orchmem.tasks.writeback import WRITEBACK
+from orchmem.worker.app import create_app
+from orchmem.worker.client import MemoryClient
+
+WORD = b"zanzibarquux"
+TIMEOUT = 60
+
+
+def files_with(root: Path, word: bytes) -> list[str]:
+    """Every file under ``root`` (symlinks not followed) whose bytes hold ``word``."""
+    found = []
+    for folder, _, names in os.walk(root):
+        for name in names:
+            path = Path(folder) / name
+            if not path.is_symlink() and word in path.read_bytes().lower():
+                found.append(str(path.relative_to(root)))
+    return sorted(found)
+
+
+def keys_with(client: redis.Redis, word: bytes) -> list[str]:
+    """Every key of the Redis database whose name or value holds ``word``."""
+    found = []
+    for key in client.keys("*"):
+        kind = client.type(key).decode()
+        if kind == "string":
+            parts = [client.get(key) or b""]
+        elif kind == "hash":
+            parts = [b for pair in client.hgetall(key).items() for b in pair]
+        elif kind == "list":
+            parts = client.lrange(key, 0, -1)
+        elif kind == "set":
+            parts = list(client.smembers(key))
+        elif kind == "zset":
+            parts = client.zrange(key, 0, -1)
+        else:
+            parts = [client.dump(key) or b""]
+        if any(word in part.lower() for part in [key, *parts]):
+            found.append(key.decode())
+    return sorted(found)
+
+
+def wait_for_aof_rewrite(client: redis.Redis) -> None:
+    for _ in range(300):
+        info = client.info("persistence")
+        if not info["aof_rewrite_in_progress"] and not info["aof_rewrite_scheduled"]:
+            return
+        time.sleep(0.1)
+    pytest.fail("the AOF rewrite did not finish")
+
+
+def test_a_hard_forget_leaves_the_word_in_no_file_and_no_broker_key(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    # Plain commands in the rewritten AOF (no RDB preamble, which may compress values),
+    # so a byte search sees every word the file keeps.
+    server = RedisServer(root / "broker", appendonly=True,
+                         extra_args=["--aof-use-rdb-preamble", "no"]).start()
+    settings = make_settings(root, f"{server.url}/0", shards=1,
+                             memory={"ingest": {"min_file_age_s": 0}})
+    app = create_app(settings)
+    worker = WorkerProcess(settings).start(app)
+    try:
+        client = MemoryClient("forgetful", settings, app=app)
+        said = client.write_back(transcript={"conversationId": "c1", "messages": [
+            {"role": "user", "text": "I like zanzibarquux pastries."}]}).wait(TIMEOUT)
+        assert said is not None and said["ok"], said
+        ingest = settings.runtime_root("forgetful") / "memory" / "ingest"
+        (ingest / "notes.md").write_text("# Notes\n\nWe decided to bake zanzibarquux "
+                                         "pastries for the launch.\n")
+        scanned = client.ingest_now().wait(TIMEOUT)
+        assert scanned is not None and scanned["ok"], scanned
+        assert "zanzibarquux" in client.bulletin(timeout=TIMEOUT).text
+        ids = [*said["created"], *(i for f in scanned["files"] for i in f["memoryIds"])]
+        memories = [m for m in client.get(ids) if "zanzibarquux" in m.content]
+        assert len(memories) == 2
+        odb = Databases(settings).open("forgetful")
+        assert odb is not None
+        dead_letter(odb, "wb-parked", WRITEBACK, {"payload": {"memories": [
+            {"content": memories[0].content}]}}, 4, "crashed its worker")
+        assert files_with(root, WORD) and keys_with(server.client(), WORD)
+
+        erased = []
+        for memory in memories:
+            done = client.forget(memory.memory_id, hard=True, reason="asked").wait(TIMEOUT)
+            assert done is not None and done["ok"], done
+            erased.append(done.get("erased", {}))
+        wait_for_aof_rewrite(server.client())
+
+        assert (files_with(root, WORD), keys_with(server.client(), WORD)) == ([], [])
+        assert [e["aofRewrite"] for e in erased] == ["requested", "requested"]
+        assert sum(e["deadLetters"] for e in erased) == 1
+        assert sum(len(e["files"]) for e in erased) == 1
+        assert erased[-1]["bulletin"] == "rebuilt"
+    finally:
+        worker.stop()
+        server.stop()
