@@ -40,6 +40,7 @@ from orchmem.config import (
 from ..memlog import MemoryLog
 from ..workspace import Workspace
 from .integrity import check_not_disabled, verify
+from .migrations import migrate
 from .tables import (
     TABLES,
     MetaRow,
@@ -195,12 +196,13 @@ class Databases:
     """Per-process registry of open orchestrator databases.
 
     ``open(orchestrator_id)`` returns the cached handle, opening (and on first use
-    creating) the database. A handle made before a ``fork`` is never reused after it.
+    creating) the database; a file of an earlier schema is migrated at open
+    (migrations.py). A handle made before a ``fork`` is never reused after it.
 
     ``readonly=True`` is a reader's registry (the client, the CLI's reads): files are
-    opened ``mode=ro``, so a reader never creates or changes one (a missing file stays
-    missing, even when a damaged one was just moved aside), and a cached handle is
-    dropped as soon as its orchestrator is disabled by a quarantine marker.
+    opened ``mode=ro``, so a reader never creates, migrates or changes one (a missing
+    file stays missing, even when a damaged one was just moved aside), and a cached
+    handle is dropped as soon as its orchestrator is disabled by a quarantine marker.
     """
 
     def __init__(self, settings: Settings, *, readonly: bool = False) -> None:
@@ -266,6 +268,8 @@ class Databases:
             )
             try:
                 verify(odb)
+                if not self.readonly:
+                    migrate(odb)
             except BaseException:
                 odb.close()  # a connection left open would pin SQLite's view of the file
                 raise

@@ -1,4 +1,4 @@
-"""The audit log (``memory_events``) and the ``meta`` key-value rows."""
+"""The audit log (``memory_events`` and its index by memory id) and the ``meta`` rows."""
 
 from __future__ import annotations
 
@@ -12,17 +12,24 @@ from ..schema import (
     utc_now,
 )
 from .database import OrchestratorDB
+from .migrations import schema_version
 from .tables import (
     META_EVENT_WATERMARK,
+    MemoryEventIdRow,
     MemoryEventRow,
     MetaRow,
 )
 
 logger = logging.getLogger(__name__)
 
+#: The first schema with ``memory_event_ids``.
+EVENT_INDEX_SCHEMA = 2
+
+
 def add_event(op: str, memory_ids: Sequence[str], *, before: Any = None, after: Any = None,
               reason: str | None = None, actor: str = "system", key: str | None = None) -> int:
-    """Append one audit row; call inside a write transaction. Returns its id (the watermark)."""
+    """Append one audit row and its ``memory_event_ids`` pairs; call inside a write
+    transaction. Returns the event's id (the watermark)."""
     row = MemoryEventRow.create(
         op=op,
         memory_ids=json.dumps(list(memory_ids)),
@@ -33,8 +40,26 @@ def add_event(op: str, memory_ids: Sequence[str], *, before: Any = None, after: 
         idempotency_key=key,
         at=format_ts(utc_now()),
     )
+    pairs = [{"memory_id": m, "event": row.id} for m in dict.fromkeys(memory_ids)]
+    if pairs:
+        MemoryEventIdRow.insert_many(pairs).execute()
     set_meta(META_EVENT_WATERMARK, str(row.id))
     return int(row.id)
+
+
+def naming(memory_id: str) -> Any:
+    """A condition on ``MemoryEventRow``: the events whose ``memory_ids`` hold ``memory_id``
+    (inside a bound block).
+
+    It searches ``memory_event_ids``. A reader may hold a schema-1 file that no writer
+    has migrated yet (readers never migrate): there it is the scan of the JSON lists
+    that schema 1 had, which gives the same events.
+    """
+    if schema_version() >= EVENT_INDEX_SCHEMA:
+        return MemoryEventRow.id.in_(MemoryEventIdRow.select(MemoryEventIdRow.event)
+                                     .where(MemoryEventIdRow.memory_id == memory_id))
+    # memory_ids is a JSON list of ids; the quoted id cannot match inside another id.
+    return MemoryEventRow.memory_ids.contains(f'"{memory_id}"')
 
 
 def set_meta(key: str, value: str) -> None:

@@ -16,6 +16,7 @@ import time
 
 from ..schema import Status, format_ts, utc_now
 from .database import OrchestratorDB
+from .events import naming
 from .tables import MemoryEdgeRow, MemoryEventRow, MemoryRow, MemorySourceRow
 from .vectors import delete_embedding
 
@@ -73,9 +74,7 @@ def _without_content(text: str | None) -> str | None:
 
 def _scrub_audit(memory_id: str) -> None:
     """Keep the audit trail of ``memory_id`` (ops, ids, actors, keys, times), not its words."""
-    # memory_ids is a JSON list of ids; the quoted id cannot match inside another id.
-    for event in MemoryEventRow.select().where(
-            MemoryEventRow.memory_ids.contains(f'"{memory_id}"')):
+    for event in MemoryEventRow.select().where(naming(memory_id)):
         before, after = _without_content(event.before), _without_content(event.after)
         if (before, after, event.reason) != (event.before, event.after, None):
             event.before, event.after, event.reason = before, after, None

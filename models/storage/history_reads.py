@@ -9,6 +9,7 @@ from typing import Any
 from ..schema import MemoryEdge, MemoryNode
 from .database import OrchestratorDB
 from .edges import edges_touching, row_to_edge
+from .events import naming
 from .memories import row_to_node
 from .provenance import CapturedSource, sources_of
 from .tables import MemoryEventRow, MemoryRow
@@ -49,14 +50,13 @@ def memory_history(odb: OrchestratorDB, memory_id: str) -> MemoryHistory | None:
         row = MemoryRow.get_or_none(MemoryRow.memory_id == memory_id)
         if row is None:
             return None
-        # memory_ids is a JSON list of ids; the quoted id cannot match inside another id.
         events = [Event(id=e.id, op=e.op, at=e.at, actor=e.actor,
                         memory_ids=json.loads(e.memory_ids),
                         before=json.loads(e.before) if e.before else None,
                         after=json.loads(e.after) if e.after else None,
                         reason=e.reason, idempotency_key=e.idempotency_key)
                   for e in MemoryEventRow.select()
-                  .where(MemoryEventRow.memory_ids.contains(f'"{memory_id}"'))
+                  .where(naming(memory_id))
                   .order_by(MemoryEventRow.id)]
         return MemoryHistory(
             node=row_to_node(row, odb.orchestrator_id), forgotten=bool(row.forgotten),

@@ -27,7 +27,7 @@ from ..schema import (
     utc_now,
 )
 from .database import OrchestratorDB
-from .events import add_event
+from .events import add_event, naming
 from .tables import (
     MemoryEventRow,
     MemoryRow,
@@ -199,12 +199,12 @@ def said_before(stored: StoredMemory, memory: MemoryInput) -> bool:
     if not keys:
         return False
     statement = _statement(src, fingerprint)
-    # memory_events has no index on the key: this scan runs only for a candidate whose
-    # place already reinforced this memory, never on the plain create/reinforce path.
+    # The memory's events are found through memory_event_ids; the op and key filter
+    # that handful. This runs only for a candidate whose place already reinforced this
+    # memory, never on the plain create/reinforce path.
     earlier = (MemoryEventRow.select(MemoryEventRow.after)
-               .where(MemoryEventRow.op == "reinforce",
-                      MemoryEventRow.idempotency_key.in_(keys),
-                      MemoryEventRow.memory_ids.contains(f'"{stored.memory_id}"')))
+               .where(naming(stored.memory_id), MemoryEventRow.op == "reinforce",
+                      MemoryEventRow.idempotency_key.in_(keys)))
     return any(json.loads(e.after or "{}").get("statement") == statement for e in earlier)
 
 

@@ -17,6 +17,7 @@ from peewee import (
     AutoField,
     BlobField,
     CharField,
+    CompositeKey,
     Database,
     FloatField,
     ForeignKeyField,
@@ -26,8 +27,10 @@ from peewee import (
 )
 from playhouse.shortcuts import ThreadSafeDatabaseMetadata
 
-#: In meta; a newer file is refused at open. No migrations exist: a DDL change needs one.
-SCHEMA_VERSION = 1
+#: In meta. A file with a newer version is refused at open (integrity.py); an older one
+#: is brought up to this version by the numbered steps of migrations.py when a writer
+#: opens it. A DDL change here needs a new step there.
+SCHEMA_VERSION = 2
 
 #: Porter stemming over unicode61 with diacritics folded: "café" matches "cafe",
 #: "running" matches "run".
@@ -147,6 +150,19 @@ class MemoryEventRow(_Table):
         table_name = "memory_events"
 
 
+class MemoryEventIdRow(_Table):
+    """One (memory id, event id) pair per id in ``memory_events.memory_ids``: the index
+    the audit lookups of one memory search (schema 2), filled with the event row."""
+
+    memory_id = CharField()
+    event = ForeignKeyField(MemoryEventRow, column_name="event_id", on_delete="CASCADE")
+
+    class Meta:
+        table_name = "memory_event_ids"
+        primary_key = CompositeKey("memory_id", "event")
+        without_rowid = True
+
+
 class TaskReceiptRow(_Table):
     """Idempotency key → outcome, committed with the data it describes."""
 
@@ -207,6 +223,7 @@ TABLES: tuple[type[Model], ...] = (
     MemoryEdgeRow,
     MemoryEmbeddingRow,
     MemoryEventRow,
+    MemoryEventIdRow,
     TaskReceiptRow,
     IngestManifestRow,
     DeadLetterRow,

@@ -1,0 +1,72 @@
+"""The audit lookups of one memory search ``memory_event_ids``; none scans memory_events.
+
+Every statement history, hard forget and said_before run is recorded from the
+connection (SQLite's trace callback, parameters bound), and SQLite's own plan for each
+one that reads memory_events is checked: a search by key, never a scan.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from orchmem_testing import make_settings
+
+from orchmem.models.edits import Forget, apply_edit
+from orchmem.models.history import history
+from orchmem.models.schema import MemoryInput, validate
+from orchmem.models.storage import memories
+from orchmem.models.storage.database import Databases, OrchestratorDB
+from orchmem.models.writeback import write_memories
+
+
+def said(conversation: str, content: str) -> MemoryInput:
+    return validate(MemoryInput, {"type": "Fact", "content": content, "source": {
+        "sourceType": "channel_transcript", "capturedBy": "extractor",
+        "conversationId": conversation}})
+
+
+@contextmanager
+def statements(odb: OrchestratorDB) -> Iterator[list[str]]:
+    """The statements this thread's connection runs in the block."""
+    seen: list[str] = []
+    connection = odb.db.connection()
+    connection.set_trace_callback(seen.append)
+    try:
+        yield seen
+    finally:
+        connection.set_trace_callback(None)
+
+
+def plans(odb: OrchestratorDB, seen: list[str]) -> dict[str, list[str]]:
+    """SQLite's query plan of each recorded statement that reads memory_events."""
+    reads = [s for s in seen if s.lstrip().upper().startswith(("SELECT", "UPDATE", "DELETE"))
+             and "memory_events" in s]
+    return {s: [row[3] for row in odb.sql(f"EXPLAIN QUERY PLAN {s}")] for s in reads}
+
+
+def test_history_forget_and_said_before_search_the_event_index(tmp_path: Path) -> None:
+    odb = Databases(make_settings(tmp_path, "")).open("plans")
+    assert odb is not None
+    for key, conversation in (("k1", "conv-a"), ("k2", "conv-b")):
+        result = write_memories(odb, key=key, task="t",
+                                memories=[said(conversation, "The office is in Porto")])
+    memory_id = result["reinforced"][0]
+    with statements(odb) as seen:
+        history(odb, memory_id)
+        with odb.read():
+            stored = memories.get(memory_id)
+            assert stored is not None
+            assert memories.said_before(stored, said("conv-b", "The office is in Porto"))
+        apply_edit(odb, Forget(op="forget", memory_id=memory_id, hard=True), key="f",
+                   task="edit")
+    found = plans(odb, seen)
+    assert {s: p for s, p in found.items() if any(d.startswith("SCAN") for d in p)} == {}
+    lookups = [s for s in found if "memory_event_ids" in s]
+    # history, said_before and the forget's scrub each look the memory up once.
+    assert len(lookups) == 3, list(found)
+    # memory_events has no memory_id column: this is the primary key of memory_event_ids.
+    by_memory = re.compile(r"SEARCH \w+ USING PRIMARY KEY \(memory_id=\?\)")
+    assert all(any(by_memory.fullmatch(d) for d in found[s]) for s in lookups)
