@@ -21,6 +21,7 @@ from orchmem.models import writeback as writeback_module
 from orchmem.models.embedding import Embedder
 from orchmem.models.ingest import scan
 from orchmem.models.reconcile import Proposed
+from orchmem.models.storage import receipts as receipts_module
 from orchmem.models.storage.database import Databases, OrchestratorDB
 from orchmem.models.storage.memories import list_memories
 
@@ -190,7 +191,7 @@ def test_random_crash_points_always_end_exactly_once(
         odb: OrchestratorDB, embed: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     drop(odb)
     rng = random.Random(3)
-    targets = [(writeback_module, "store_embeddings"), (writeback_module, "finish_receipt"),
+    targets = [(writeback_module, "store_embeddings"), (receipts_module, "finish"),
                (ingest_module, "move_to_processed"), (ingest_module, "mark_moved"),
                (ingest_module, "record_outcome")]
     for _ in range(12):
