@@ -26,7 +26,7 @@ between its checks and its read is left for the next scan (skipped, ``changed``)
 Rejection reasons are stable codes (README lists them): ``unsupported_extension``,
 ``too_large``, ``empty``, ``not_utf8``, ``binary``, ``symlink``, ``not_regular_file``,
 ``outside_workspace``, ``invalid_json``, ``schema_violation``, ``too_many_memories``,
-``scope_violation``.
+``scope_violation``, ``extraction_budget``.
 """
 
 from __future__ import annotations
@@ -47,10 +47,11 @@ from typing import Any
 from pydantic import Field
 
 from orchmem.config import IngestRejected, MemoryNotFound, MemoryValidationError, ScopeViolation
+from orchmem.config.errors import ExtractionBudgetExceeded
 from orchmem.config.settings import IngestSettings
 
 from .database import OrchestratorDB
-from .extraction import extract_document
+from .extraction import ExtractionBudget, extract_document
 from .reconcile import Proposed
 from .schema import (
     EdgeInput,
@@ -75,7 +76,7 @@ _IGNORED = re.compile(r"^\.|\.(?:tmp|part|swp)$|~$")
 REASONS = (
     "unsupported_extension", "too_large", "empty", "not_utf8", "binary", "symlink",
     "not_regular_file", "outside_workspace", "invalid_json", "schema_violation",
-    "too_many_memories", "scope_violation",
+    "too_many_memories", "scope_violation", "extraction_budget",
 )
 #: Not a rejection: the file changed or vanished while being read; the next scan retries.
 CHANGED = "changed"
@@ -262,8 +263,14 @@ def parse(path: Path, text: str, workspace: Workspace, settings: IngestSettings,
     if path.suffix.lower() == ".json":
         proposals, edges = _parse_json(text, provenance, workspace, max_content_chars)
     else:
+        budget = ExtractionBudget(settings.extraction_budget_chars, settings.extraction_budget_s)
+        try:
+            candidates = extract_document(text, budget)
+        except ExtractionBudgetExceeded as exc:
+            raise _reject("extraction_budget", f"{path.name}: {exc.message} "
+                          "(memory.ingest.extraction_budget_chars, extraction_budget_s)") from None
         proposals = []
-        for index, candidate in enumerate(extract_document(text)):
+        for index, candidate in enumerate(candidates):
             memory = validate(MemoryInput, {
                 "type": candidate.type.value, "content": candidate.content[:max_content_chars],
                 "importance": candidate.importance, "confidence": candidate.confidence,

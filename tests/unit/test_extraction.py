@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from orchmem_testing import finishes_within
 
 from orchmem.config import ExtractionBudgetExceeded, MemoryValidationError
+from orchmem.config.settings import IngestSettings
 from orchmem.models.extraction import (
     MAX_SENTENCE_CHARS,
     RUN_OVERHEAD_CHARS,
@@ -254,3 +255,21 @@ def test_the_budget_counts_the_same_work_for_the_same_text_and_stops_past_it() -
 def test_the_time_backstop_stops_an_extraction_that_runs_too_long() -> None:
     with pytest.raises(ExtractionBudgetExceeded, match="ran longer"):
         extract_document(PROSE * 10, ExtractionBudget(max_s=0.001))
+
+
+#: Short texts that cost the most work per character: a sentence or list item of three
+#: characters (below three, a sentence is not classified), one per line or per space.
+COSTLY = ["Ab.\n", "Ab. ", "Abc.\n", "I x. ", "- abc\n", "1. abc\n", "# a\n"]
+
+
+def test_the_default_budget_admits_any_file_within_the_default_size_limit() -> None:
+    defaults = IngestSettings()
+    largest = defaults.max_file_size_mb * 1024 * 1024
+    per_char = {}
+    for unit in COSTLY:
+        sample = unit * (20_000 // len(unit))
+        budget = ExtractionBudget()
+        extract_document(sample, budget)
+        per_char[unit] = budget.spent / len(sample)
+    assert max(per_char, key=per_char.__getitem__) == "Ab.\n"
+    assert max(per_char.values()) * largest <= defaults.extraction_budget_chars
