@@ -86,8 +86,8 @@ Extractor = Callable[[Sequence[Message], Kind], list[Candidate]]
 #: fixed price of a call, so that a million tiny sentences are not free. Fitted on the
 #: shapes of benchmarks/extraction_scaling.py (ordinary paragraphs, one-word sentences,
 #: short list items): about 50 ns per character read and 0.2-0.4 us per run, so a run
-#: costs what reading 4 to 8 characters does; 8 keeps the work per second within 20-30 M
-#: characters across those shapes.
+#: costs what reading 4 to 8 characters does; with 8, the work counted per second of
+#: those shapes stays within a factor of 1.5 (29-44 M on the 2-core test machine).
 RUN_OVERHEAD_CHARS = 8
 
 
