@@ -47,6 +47,9 @@ SHAPES: dict[str, Callable[[int], str]] = {
                                  "My name is Dana. We decided to go. "),
     # Nested punctuation and quotes, no sentence end.
     "punctuation": _repeat("(\"I'm 'x', that's final\"), "),
+    # Sentences of 600 characters dense with a word six rules start on (each tries up to
+    # 40 characters after every "my" unless the rest of its pattern occurs).
+    "keyword_sentences": _repeat("My " + "my " * 195 + "my. "),
     # Many tiny sentences: the most pattern runs per character.
     "short_sentences": _repeat("I x. "),
     # Many short list items, one per line.

@@ -83,7 +83,7 @@ class IngestSettings(_Section):
     #: binds when that limit is raised.
     extraction_budget_chars: int = Field(1_000_000_000, ge=1000, le=10**13)
     #: Backstop for the same budget in wall-clock seconds per file, for work the count
-    #: misjudges (the slowest 5 MB file in benchmarks/extraction_scaling.py takes 18 s).
+    #: misjudges (the slowest 5 MB file in benchmarks/extraction_scaling.py takes 14 s).
     extraction_budget_s: float = Field(120.0, gt=0.0, le=3600.0)
 
 

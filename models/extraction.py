@@ -83,11 +83,10 @@ Extractor = Callable[[Sequence[Message], Kind], list[Candidate]]
 # ---------------------------------------------------------------------------- budget
 
 #: What one pattern run costs on top of the characters it reads, in characters: the
-#: fixed price of a call, so that a million tiny sentences are not free. Fitted on the
-#: shapes of benchmarks/extraction_scaling.py (ordinary paragraphs, one-word sentences,
-#: short list items): about 50 ns per character read and 0.2-0.4 us per run, so a run
-#: costs what reading 4 to 8 characters does; with 8, the work counted per second of
-#: those shapes stays within a factor of 1.5 (29-44 M on the 2-core test machine).
+#: fixed price of a call, so that a million tiny sentences are not free. Measured with
+#: benchmarks/extraction_scaling.py on the 2-core test machine: with 8, a second of
+#: extraction counts 27-31 M for paragraphs, keyword-dense sentences and short list
+#: items, and 57 M for one-word sentences; the count errs high, never low.
 RUN_OVERHEAD_CHARS = 8
 
 

@@ -56,7 +56,8 @@ TRIGGERS = ["I am ", "I'm ", "my name is ", "decided ", "we decided to ", "- [ ]
             "remind me to ", "my goal is ", "the deadline is ", "I don't like ", "I like ",
             "from now on ", "# ", "## Decisions", "((\"'[", "]'\")), ", ",", "  ", "\t", "x",
             "Dana ", "é", ". ", "? ", "yesterday it rained ", "2 days ago Dana worked ",
-            "last night x left "]
+            "last night x left ", "the ", "our x ", " ends on ", " is hosted on ",
+            " is about 5 ", "I am a senior ", "engineer "]
 MARKERS = ["", "- ", "* ", "1. ", "- [ ] ", "- [x] ", "# ", "Decision: ", "TODO: ", "   "]
 SUBJECT_TYPES = (MemoryType.DECISION, MemoryType.PREFERENCE, MemoryType.EVENT)
 

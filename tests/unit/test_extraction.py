@@ -219,7 +219,9 @@ def test_an_explicit_memory_takes_its_subject_from_its_first_600_characters() ->
 PIECES = ["that's final", ", that's final", "THAT'S FINAL", "thats final", "that's finally",
           " is my favorite", " is my all-time favourite", " is my favourites", "yesterday",
           "last week", "2 days ago", "went", "worked", "passed away", "I ", "x", " ", "  ",
-          ",", ".", "\n", "#", "- ", "\t", "é", "Dana"]
+          ",", ".", "\n", "#", "- ", "\t", "é", "Dana", "the ", "our ", "my ", "deadline",
+          "email address", " for x", " is ", " was ", " ends on ", " runs on ", " is hosted at ",
+          " is due for ", " are about $5", "3", "I am a ", "I'm the ", "engineer", "managers"]
 
 
 @settings(max_examples=500, deadline=None, database=None)
