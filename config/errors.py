@@ -104,6 +104,16 @@ class BrokerUnavailable(OrchmemError):
     code = "broker_unavailable"
 
 
+class ExtractionBudgetExceeded(OrchmemError):
+    """Raised when extracting a document needs more work than its budget allows.
+
+    Ingest turns it into the rejection reason ``extraction_budget``
+    (``memory.ingest.extraction_budget_chars`` and ``extraction_budget_s``).
+    """
+
+    code = "extraction_budget"
+
+
 class IngestRejected(OrchmemError):
     """Raised when an ingest file is rejected; ``reason`` is a stable machine-readable code."""
 

@@ -67,6 +67,16 @@ class IngestSettings(_Section):
     #: A file modified more recently than this is left for the next scan (it may still
     #: be being written). Drop files by writing elsewhere and renaming into ingest/.
     min_file_age_s: float = Field(1.0, ge=0.0, le=3600.0)
+    #: The extraction rules' work on one .md/.txt file, in characters read: each pattern
+    #: run costs its text's length plus a fixed 8 (``models.extraction.ExtractionBudget``).
+    #: A file over it is rejected (``extraction_budget``). Prose needs 55-75 per
+    #: character, the costliest text 177 (a three-character sentence per line), so the
+    #: default admits any file within ``max_file_size_mb = 5`` (at most 930 M); it
+    #: binds when that limit is raised.
+    extraction_budget_chars: int = Field(1_000_000_000, ge=1000, le=10**13)
+    #: Backstop for the same budget in wall-clock seconds per file, for work the count
+    #: misjudges (the slowest 5 MB file in benchmarks/extraction_scaling.py takes 14 s).
+    extraction_budget_s: float = Field(120.0, gt=0.0, le=3600.0)
 
 
 class ScopeSettings(_Section):

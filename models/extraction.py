@@ -20,17 +20,24 @@ Every candidate carries a ``subject`` when it fills an exclusive slot (a name, a
 location, a deadline, a favourite, a preference between options, whether one likes
 something), with the ``value`` it gives that slot: a later candidate with the same
 subject and another value is an update or a contradiction (see ``reconcile``).
+
+Extraction is linear in its input. The patterns read at most ``MAX_SENTENCE_CHARS``
+characters at a time (a sentence, a list item, an explicit memory), every pattern is
+linear in what it reads (see ``extraction_rules``), and a document's work can be
+capped by an :class:`ExtractionBudget`, as ingest does for each file.
 """
 
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from orchmem.config import MemoryValidationError
+from orchmem.config import ExtractionBudgetExceeded, MemoryValidationError
 
+from .extraction_rules import RULES, Rule
 from .registry import resolve
 from .schema import MemoryType
 
@@ -45,6 +52,8 @@ STATED_CONFIDENCE = 0.9
 HEDGED_CONFIDENCE = 0.55
 DOCUMENT_CONFIDENCE = 0.8
 OBSERVATION_CONFIDENCE = 0.7
+#: The most characters a pattern reads at a time: a longer sentence is cut, and only
+#: the start of a longer list item or explicit memory is classified.
 MAX_SENTENCE_CHARS = 600
 
 
@@ -71,175 +80,52 @@ class Candidate:
 Extractor = Callable[[Sequence[Message], Kind], list[Candidate]]
 
 
-# ---------------------------------------------------------------------------- rules
+# ---------------------------------------------------------------------------- budget
+
+#: What one pattern run costs on top of the characters it reads, in characters: the
+#: fixed price of a call, so that a million tiny sentences are not free. Measured with
+#: benchmarks/extraction_scaling.py on the 2-core test machine: with 8, a second of
+#: extraction counts 27-31 M for paragraphs, keyword-dense sentences and short list
+#: items, and 57 M for one-word sentences; the count errs high, never low.
+RUN_OVERHEAD_CHARS = 8
 
 
-@dataclass(frozen=True)
-class Rule:
-    type: MemoryType
-    pattern: re.Pattern[str]
-    #: The subject: a fixed slot name, or a format over the match's groups.
-    subject: str | None = None
+class ExtractionBudget:
+    """The work extracting one document may do, counted in characters read.
+
+    Every pattern run over ``n`` characters costs ``n + RUN_OVERHEAD_CHARS``; the
+    count depends on the text alone, so a document is always within its budget or
+    always over it. ``max_s`` is a backstop in wall-clock seconds from the budget's
+    creation, for work the count misjudges. :meth:`charge` raises
+    :class:`~orchmem.config.errors.ExtractionBudgetExceeded` when either runs out;
+    ``ExtractionBudget()`` only counts (``spent``).
+    """
+
+    def __init__(self, max_chars: int | None = None, max_s: float | None = None) -> None:
+        self.max_chars = max_chars
+        self.max_s = max_s
+        self.spent = 0
+        self._deadline = None if max_s is None else time.monotonic() + max_s
+
+    def charge(self, chars: int, runs: int = 1) -> None:
+        """Count ``runs`` pattern runs over ``chars`` characters each."""
+        self.spent += runs * (chars + RUN_OVERHEAD_CHARS)
+        if self.max_chars is not None and self.spent > self.max_chars:
+            raise ExtractionBudgetExceeded(
+                f"extraction needs more than its budget of {self.max_chars:,} characters "
+                "read by the rules; split the document or raise the budget")
+        if self._deadline is not None and time.monotonic() > self._deadline:
+            raise ExtractionBudgetExceeded(
+                f"extraction ran longer than its budget of {self.max_s:g} s "
+                f"(after {self.spent:,} characters read by the rules)")
+
+
+# ---------------------------------------------------------------------------- sentences
 
 
 def _r(pattern: str) -> re.Pattern[str]:
     return re.compile(pattern, re.IGNORECASE)
 
-
-_NAME = r"(?P<v>[A-Z][\w'-]+(?: [A-Z][\w'-]+){0,2})"
-_ROLE_WORDS = (r"engineer|developer|programmer|designer|manager|teacher|student|doctor|nurse|"
-               r"lawyer|scientist|researcher|writer|artist|founder|co-founder|ceo|cto|cfo|coo|"
-               r"consultant|analyst|architect|accountant|chef|parent|mother|father|mom|dad|"
-               r"vegetarian|vegan|freelancer|photographer|musician|pilot|retiree|intern|lead|"
-               r"head|director|owner|officer|coordinator|administrator|admin|specialist|"
-               r"assistant|editor|recruiter|therapist|pharmacist|electrician|contractor|"
-               r"professor|lecturer|tutor|volunteer|entrepreneur")
-_I_AM = r"i(?:'m| am|m)"
-_PAST_TIME = (r"yesterday|last (?:night|week|weekend|month|year|monday|tuesday|wednesday|"
-              r"thursday|friday|saturday|sunday|spring|summer|autumn|fall|winter)|"
-              r"this (?:morning|afternoon|evening|week)|today|tonight|earlier today|"
-              r"on (?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)|\w+ ago")
-_PAST_VERB = (r"\w+ed|had|was|were|got|went|ran|broke|won|lost|made|took|gave|came|saw|met|"
-              r"began|became|bought|sold|left|told|found|fell|flew|wrote|drove|passed away|"
-              r"went down|spoke|sent|held|threw|caught|hit|paid|quit|shut")
-_FACT_SLOTS = (r"deadline|due date|budget|launch date|release date|go-live date|meeting|standup|"
-               r"stand-up|address|phone number|email(?: address)?|time ?zone|birthday|"
-               r"anniversary|team size|office|headcount|price|rate|plan|contract")
-_PEOPLE = (r"wife|husband|partner|son|daughter|mother|father|mom|dad|sister|brother|boss|"
-           r"manager|dog|cat|kid|kids|children")
-_EVENT_VERBS = (r"went to|visited|attended|moved to|moved into|started|finished|graduated|"
-                r"got married|got engaged|got promoted|launched|shipped|released|bought|sold|"
-                r"adopted|joined|left|quit|completed|traveled to|travelled to|signed|hired|"
-                r"fired|lost|won|met|celebrated|ran a|ran the|hosted|presented|published")
-
-#: In priority order: the first rule that matches a sentence decides its type.
-RULES: tuple[Rule, ...] = (
-    Rule(MemoryType.TODO, _r(r"^(?:to-?do|action items?(?: for \w+)?|task|note to self)\s*:"
-                             r"\s*(?P<v>.+)")),
-    Rule(MemoryType.DECISION, _r(r"^(?:decision|final (?:call|decision)|decided)\s*:\s*(?P<v>.+)"),
-         "decision"),
-    Rule(MemoryType.GOAL, _r(r"^(?:goal|objective)\s*:\s*(?P<v>.+)")),
-    Rule(MemoryType.PREFERENCE, _r(r"^preference\s*:\s*(?P<v>.+)")),
-    Rule(MemoryType.FACT, _r(r"^fact\s*:\s*(?P<v>.+)")),
-    Rule(MemoryType.TODO, _r(r"\bremind me to (?P<v>.+)")),
-    Rule(MemoryType.TODO, _r(r"\bdon'?t (?:let me )?forget (?:to |about )?(?P<v>.+)")),
-    Rule(MemoryType.TODO, _r(r"^add (?P<v>.+) to (?:my|the|our) (?:task|to-?do|todo) list")),
-    Rule(MemoryType.IDENTITY, _r(r"\bmy (?:full |first |last )?name is " + _NAME),
-         "identity:name"),
-    Rule(MemoryType.IDENTITY, _r(r"\bmy nickname is " + _NAME), "identity:nickname"),
-    Rule(MemoryType.IDENTITY, _r(r"\b(?:you can )?call me " + _NAME), "identity:name"),
-    Rule(MemoryType.IDENTITY, _r(r"\bmy pronouns are (?P<v>.+)"), "identity:pronouns"),
-    Rule(MemoryType.IDENTITY, _r(rf"\b{_I_AM} (?P<v>\d{{1,3}}) years? old"), "identity:age"),
-    Rule(MemoryType.IDENTITY, _r(r"\bi (?:live|reside) in (?P<v>.+)"), "identity:location"),
-    Rule(MemoryType.IDENTITY, _r(rf"\b{_I_AM} (?:based|located) in (?P<v>.+)"),
-         "identity:location"),
-    Rule(MemoryType.IDENTITY, _r(rf"\b{_I_AM} (?:originally )?from (?P<v>.+)"),
-         "identity:origin"),
-    Rule(MemoryType.IDENTITY, _r(r"\bi work (?:as|at|for) (?P<v>.+)"), "identity:work"),
-    Rule(MemoryType.IDENTITY,
-         _r(rf"\b{_I_AM} (?:an?|the) (?P<v>(?:[\w-]+ ){{0,3}}(?:{_ROLE_WORDS}))\b"),
-         "identity:role"),
-    Rule(MemoryType.IDENTITY,
-         re.compile(rf"\b(?i:{_I_AM}) (?P<v>[A-Z][a-z]+)(?=\s*(?:[,.!]|$|\band\b|by the way))")),
-    Rule(MemoryType.FACT, _r(rf"\b{_I_AM} (?:allergic|intolerant) to (?P<v>.+)"), "allergy"),
-    Rule(MemoryType.FACT,
-         _r(rf"\b{_I_AM} (?:\w+ )?(?P<v>intolerant|allergic|diabetic|pregnant|colou?rblind|"
-            r"asthmatic|epileptic|celiac|coeliac)\b")),
-    Rule(MemoryType.FACT, _r(r"\bi take (?P<v>\d+ ?(?:mg|ml|mcg|g|iu)\b.+)")),
-    Rule(MemoryType.DECISION,
-         _r(r"\b(?:we|i)(?:'ve| have)? (?:just |finally |all )?(?:decided|agreed|chose|chosen|"
-            r"settled|opted|committed|picked|selected|voted)(?: to| on| that| for)? (?P<v>.+)"),
-         "decision"),
-    Rule(MemoryType.DECISION,
-         _r(r"\b(?:we|i)(?:'re| are|'m| am) (?:going|gonna go) with (?P<v>.+)"), "decision"),
-    Rule(MemoryType.DECISION, _r(r"\b(?:the team|the board|everyone) (?:voted|agreed|decided) "
-                                 r"(?:to |on |that )?(?P<v>.+)"), "decision"),
-    Rule(MemoryType.DECISION, _r(r"(?P<v>.+?),? that'?s final\b"), "decision"),
-    Rule(MemoryType.DECISION, _r(r"\blet'?s (?:go with|use|stick with|pick|choose) (?P<v>.+)"),
-         "decision"),
-    Rule(MemoryType.DECISION,
-         _r(r"\b(?:we|i)(?:'ll| will) (?:go with|stick with|standardi[sz]e on) (?P<v>.+)"),
-         "decision"),
-    Rule(MemoryType.DECISION, _r(r"\bthe (?:final )?decision is (?:to )?(?P<v>.+)"), "decision"),
-    Rule(MemoryType.GOAL,
-         _r(r"\b(?:my|our) (?:main |primary |big |long-term |overall )?"
-            r"(?:goal|aim|objective|target|ambition|dream) (?:\w+ ){0,4}?(?:is|are) "
-            r"(?:to )?(?P<v>.+)")),
-    Rule(MemoryType.GOAL,
-         _r(r"\b(?:i|we)(?:'d| would)? (?:really |still )?(?:want|like|hope|aspire|plan|intend|"
-            r"aim) to (?!(?:know|ask|see|check|say|tell|understand|talk|hear|chat|clarify|"
-            r"confirm|mention|add|point out|go over|recap)\b)(?P<v>.+)")),
-    Rule(MemoryType.GOAL, _r(rf"\b(?:{_I_AM}|we(?:'re| are)) (?:trying|working|hoping|aiming|"
-                             r"planning|striving) (?:to|towards|toward|for) (?P<v>.+)")),
-    Rule(MemoryType.TODO,
-         _r(r"\b(?:i|we) (?:still |really |also |just )?(?:(?:need|have|must|got) to|gotta) "
-            r"(?!(?:go|leave|run|say|admit|agree|ask|be honest|hang up|sign off|think)\b)"
-            r"(?P<v>\w+ \w+.*)")),
-    Rule(MemoryType.TODO, _r(r"^(?:gotta|got to|have to|need to) (?!go\b|run\b)(?P<v>\w+ \w+.*)")),
-    Rule(MemoryType.TODO, _r(r"\b(?:i|we) (?:should|must) (?P<v>\w+ \w+.*)")),
-    Rule(MemoryType.PREFERENCE,
-         _r(r"\bmy (?:all-time |absolute )?favou?rite (?P<s>[\w ]{1,30}?) (?:is|are|has to be) "
-            r"(?P<v>.+)"), "favorite:{s}"),
-    Rule(MemoryType.PREFERENCE,
-         _r(r"\bi (?:really |much |strongly |generally |usually |always |definitely |still )?"
-            r"(?:prefer|favou?r)\b (?P<v>.+)"), "prefer"),
-    Rule(MemoryType.PREFERENCE, _r(r"\bi'?d rather (?P<v>.+)"), "prefer"),
-    Rule(MemoryType.PREFERENCE, _r(r"^(?:please\s+)?(?:always|never)\s+(?P<v>\w+ .+)"),
-         "instruction"),
-    Rule(MemoryType.PREFERENCE,
-         _r(r"\b(?:from now on|going forward|in future|in the future)\b,?\s*(?P<v>.+)"),
-         "instruction"),
-    Rule(MemoryType.PREFERENCE,
-         _r(r"^(?:please\s+)?(?:keep|make) (?:your |the )?(?P<v>(?:answers|replies|responses|"
-            r"messages|emails|summaries)\b.+)"), "instruction"),
-    Rule(MemoryType.PREFERENCE,
-         _r(r"^(?:please\s+)?(?:don'?t|do not|never) (?:ever )?(?P<v>(?:use|send|include|add|"
-            r"call|cc|mention|reply|write)\b.+)"), "instruction"),
-    Rule(MemoryType.PREFERENCE,
-         _r(r"\bi (?:really |just |honestly )?(?:do not|don't|never|no longer|can't|cannot) "
-            r"(?:really )?(?:like|enjoy|stand|eat|drink)\b (?P<o>[\w' -]{1,40}?)(?P<v>)"
-            r"(?:\s+(?:anymore|any more|at all|either))?$"), "like:{o}"),
-    Rule(MemoryType.PREFERENCE,
-         _r(rf"\b{_I_AM} (?:a )?(?:huge |big |massive |real )?fan of (?P<v>.+)")),
-    Rule(MemoryType.PREFERENCE, _r(r"(?P<v>.+) is my (?:all-time )?favou?rite\b")),
-    Rule(MemoryType.PREFERENCE,
-         _r(r"\bi (?:really |absolutely |totally |kind of |do )?(?:like|love|enjoy|adore)\b "
-            r"(?!to\b)(?P<o>[\w' -]{1,40}?)(?P<v>)$"), "like:{o}"),
-    Rule(MemoryType.PREFERENCE,
-         _r(r"\bi (?:really |just |honestly )?(?:like|love|enjoy|adore|hate|dislike|detest|"
-            r"avoid|don't like|do not like)\b (?P<v>.+)")),
-    Rule(MemoryType.IDENTITY,
-         _r(rf"\bmy (?P<s>{_PEOPLE})(?:'s name)? is (?:called |named )?(?P<v>.+)"), "family:{s}"),
-    Rule(MemoryType.IDENTITY,
-         _r(rf"\bi have (?P<v>(?:a|an|one|two|three|four|five|\d+) (?:\w+ )?(?:{_PEOPLE}|"
-            r"sons?|daughters?|dogs?|cats?|pets?|brothers?|sisters?|grandchildren))\b"),
-         "family"),
-    Rule(MemoryType.FACT,
-         _r(rf"\b(?:the|our|my) (?P<s>(?:\w+ )?(?:{_FACT_SLOTS}))(?: for [\w ]{{1,30}}?)? "
-            r"(?:is|are|was|has been|will be|moved to|changed to|got moved to) (?P<v>.+)"),
-         "fact:{s}"),
-    Rule(MemoryType.FACT,
-         _r(r"\b(?:the|our|my) (?P<s>\w+(?: \w+)?) (?:is|are) (?:due|scheduled|set|planned"
-            r"|booked) (?:for|on|at|to|by) (?P<v>.+)"), "fact:{s}"),
-    Rule(MemoryType.FACT,
-         _r(r"\b(?:the|our|my) (?P<s>[\w' -]{2,40}?) (?:ends|expires|renews|starts|begins|opens|"
-            r"closes|departs|leaves|arrives|lands) (?:on|at|in|by) (?P<v>.+)"), "fact:{s}"),
-    Rule(MemoryType.FACT,
-         _r(r"\b(?:the|our|my) (?P<s>[\w' -]{2,40}?) (?:runs on|is hosted on|is hosted at|"
-            r"is built (?:on|with)|is written in|is deployed (?:on|to)|lives on|uses) (?P<v>.+)"),
-         "fact:{s}"),
-    Rule(MemoryType.FACT,
-         _r(r"\b(?:the|our|my) (?P<s>[\w' -]{2,40}?) (?:is|are) (?P<v>(?:about |around |roughly |"
-            r"only |just )?[$€£]?\d.*)"), "fact:{s}"),
-    Rule(MemoryType.FACT, _r(r"\bi (?:drive|own|ride) (?P<v>(?:a|an|the|two|\d+) .+)")),
-    Rule(MemoryType.EVENT,
-         _r(rf"\b(?:i|we) (?:just |recently |finally |already )?(?:{_EVENT_VERBS})\b(?P<v>.*)")),
-    Rule(MemoryType.EVENT,
-         _r(rf"(?=.*\b(?:{_PAST_TIME})\b)(?=.*\b(?:{_PAST_VERB})\b)(?P<v>.+)")),
-    Rule(MemoryType.FACT,
-         _r(r"^my (?P<s>(?!head|mind|problem|question|point|concern|issue|guess|bad|pleasure|"
-            r"turn|fault|apologies)[\w' -]{2,30}?) (?:is|are) (?P<v>.+)"), "fact:{s}"),
-)
 
 _QUESTION_START = _r(r"^(?:what|how|why|when|where|who|whom|which|whose|is|are|do|does|did|can|"
                      r"could|would|will|should|shall|may|have|has)\b")
@@ -281,19 +167,29 @@ def _value(rule: Rule, match: re.Match[str], sentence: str) -> str:
     return normalize_value(match.group("v") or sentence)
 
 
-def classify(sentence: str, *, stated: bool) -> Candidate | None:
-    """The candidate one sentence yields, or None (question, request, chatter, no rule)."""
+def classify(sentence: str, *, stated: bool,
+             budget: ExtractionBudget | None = None) -> Candidate | None:
+    """The candidate one sentence yields, or None (question, request, chatter, no rule).
+
+    Only the first ``MAX_SENTENCE_CHARS`` characters are classified; the candidate's
+    content is the whole text. Raises ExtractionBudgetExceeded when ``budget`` runs out.
+    """
+    budget = budget if budget is not None else ExtractionBudget()
     text = sentence.strip().replace("\u2019", "'").replace("\u2018", "'")
-    if len(text) < 3 or text.endswith("?") or _CHATTER.match(text):
+    view = text[:MAX_SENTENCE_CHARS].rstrip()
+    if len(view) < 3 or view.endswith("?") or _CHATTER.match(view):
+        budget.charge(len(view))
         return None
-    if _QUESTION_START.match(text) or _REQUEST.match(text):
+    if _QUESTION_START.match(view) or _REQUEST.match(view):
+        budget.charge(len(view), 3)
         return None
-    core = text.rstrip(".!")
-    for rule in RULES:
-        match = rule.pattern.search(core)
+    core = view.rstrip(".!")
+    for tried, rule in enumerate(RULES, start=1):
+        match = rule.find(core)
         if match is None:
             continue
-        hedged = bool(_HEDGE.search(text))
+        budget.charge(len(view), 4 + tried)
+        hedged = bool(_HEDGE.search(view))
         return Candidate(
             type=rule.type,
             content=text,
@@ -304,11 +200,16 @@ def classify(sentence: str, *, stated: bool) -> Candidate | None:
             subject=_subject(rule, match),
             value=_value(rule, match, core),
         )
+    budget.charge(len(view), 3 + len(RULES))
     return None
 
 
 def subject_of(memory_type: MemoryType, content: str) -> tuple[str | None, str | None]:
-    """Subject and value of a memory given in full (explicit or from a workflow), if any."""
+    """Subject and value of a memory given in full (explicit or from a workflow), if any.
+
+    Read from the first ``MAX_SENTENCE_CHARS`` characters of ``content``, as
+    :func:`classify` does.
+    """
     candidate = classify(content, stated=False)
     if candidate is None or candidate.type != memory_type:
         return None, None
@@ -317,7 +218,7 @@ def subject_of(memory_type: MemoryType, content: str) -> tuple[str | None, str |
 
 # ---------------------------------------------------------------------------- documents
 
-_HEADING = re.compile(r"^(#{1,6})\s+(?P<t>.+?)\s*#*$")
+_HEADING = re.compile(r"^(#{1,6})\s+(?P<t>.+)$")
 _LIST_ITEM = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+(?P<t>.+)$")
 _CHECKBOX = re.compile(r"^\s*[-*+]\s+\[(?P<x>[ xX])\]\s+(?P<t>.+)$")
 _SECTION_TYPES = (
@@ -333,6 +234,15 @@ _SECTION_TYPES = (
 )
 
 
+def heading_title(text: str) -> str:
+    """A heading's title: ``text`` without the closing ``#`` and the spaces before them.
+
+    What ``(?P<t>.+?)\\s*#*$`` captures (the shortest title, at least one character),
+    without that pattern's retries, quadratic on a long run of spaces or ``#``.
+    """
+    return text.rstrip("#").rstrip() or text[:1]
+
+
 def _section_type(heading: str) -> MemoryType | None:
     for pattern, memory_type in _SECTION_TYPES:
         if pattern.search(heading):
@@ -340,8 +250,9 @@ def _section_type(heading: str) -> MemoryType | None:
     return None
 
 
-def _from_item(text: str, section: MemoryType | None) -> Candidate | None:
-    found = classify(text, stated=False)
+def _from_item(text: str, section: MemoryType | None,
+               budget: ExtractionBudget) -> Candidate | None:
+    found = classify(text, stated=False, budget=budget)
     if found is not None:
         return found
     if section is not None:
@@ -356,8 +267,32 @@ def _observation(text: str) -> Candidate:
                      confidence=OBSERVATION_CONFIDENCE)
 
 
-def extract_document(text: str) -> list[Candidate]:
-    """Candidates from a Markdown or plain-text document (see the module docstring)."""
+def _item(line: str, section: MemoryType | None, budget: ExtractionBudget) -> Candidate | None:
+    """The candidate of a checkbox or list item line; None for any other line."""
+    box = _CHECKBOX.match(line)
+    if box:
+        item = box.group("t").strip()
+        if box.group("x") == " ":
+            return Candidate(type=MemoryType.TODO, content=item,
+                             importance=IMPORTANCE[MemoryType.TODO],
+                             confidence=DOCUMENT_CONFIDENCE)
+        return Candidate(type=MemoryType.EVENT, content=f"Done: {item}",
+                         importance=IMPORTANCE[MemoryType.EVENT],
+                         confidence=DOCUMENT_CONFIDENCE)
+    listed = _LIST_ITEM.match(line)
+    if listed is None:
+        return None
+    item = listed.group("t").strip()
+    return _from_item(item, section, budget) or _observation(item)
+
+
+def extract_document(text: str, budget: ExtractionBudget | None = None) -> list[Candidate]:
+    """Candidates from a Markdown or plain-text document (see the module docstring).
+
+    Raises ExtractionBudgetExceeded when ``budget`` runs out; without one, nothing is
+    capped (the work is still linear in ``text``).
+    """
+    spend = budget if budget is not None else ExtractionBudget()
     out: list[Candidate] = []
     section: MemoryType | None = None
     paragraph: list[str] = []
@@ -367,7 +302,9 @@ def extract_document(text: str) -> list[Candidate]:
             return
         block = " ".join(paragraph).strip()
         paragraph.clear()
-        typed = [c for c in (classify(s, stated=False) for s in split_sentences(block)) if c]
+        spend.charge(len(block))
+        typed = [c for c in (classify(s, stated=False, budget=spend)
+                             for s in split_sentences(block)) if c]
         if typed:
             out.extend(typed)
         elif section is not None:
@@ -377,32 +314,21 @@ def extract_document(text: str) -> list[Candidate]:
             out.append(_observation(block[:4000]))
 
     for line in text.splitlines():
+        spend.charge(len(line), 3)  # the heading, checkbox and list item patterns
         if not line.strip():
             flush()
             continue
         heading = _HEADING.match(line)
         if heading:
             flush()
-            section = _section_type(heading.group("t"))
+            title = heading_title(heading.group("t"))[:MAX_SENTENCE_CHARS]
+            spend.charge(len(title), len(_SECTION_TYPES))
+            section = _section_type(title)
             continue
-        box = _CHECKBOX.match(line)
-        if box:
+        item = _item(line, section, spend)
+        if item is not None:
             flush()
-            item = box.group("t").strip()
-            if box.group("x") == " ":
-                out.append(Candidate(type=MemoryType.TODO, content=item,
-                                     importance=IMPORTANCE[MemoryType.TODO],
-                                     confidence=DOCUMENT_CONFIDENCE))
-            else:
-                out.append(Candidate(type=MemoryType.EVENT, content=f"Done: {item}",
-                                     importance=IMPORTANCE[MemoryType.EVENT],
-                                     confidence=DOCUMENT_CONFIDENCE))
-            continue
-        item_match = _LIST_ITEM.match(line)
-        if item_match:
-            flush()
-            candidate = _from_item(item_match.group("t").strip(), section)
-            out.append(candidate or _observation(item_match.group("t").strip()))
+            out.append(item)
             continue
         paragraph.append(line.strip())
     flush()

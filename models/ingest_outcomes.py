@@ -3,7 +3,7 @@
 Rejection reasons are stable codes (README lists them): ``unsupported_extension``,
 ``too_large``, ``empty``, ``not_utf8``, ``binary``, ``symlink``, ``not_regular_file``,
 ``outside_workspace``, ``invalid_json``, ``schema_violation``, ``too_many_memories``,
-``scope_violation``.
+``scope_violation``, ``extraction_budget``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from orchmem.config import IngestRejected
 REASONS = (
     "unsupported_extension", "too_large", "empty", "not_utf8", "binary", "symlink",
     "not_regular_file", "outside_workspace", "invalid_json", "schema_violation",
-    "too_many_memories", "scope_violation",
+    "too_many_memories", "scope_violation", "extraction_budget",
 )
 #: Not a rejection: the file changed or vanished while being read; the next scan retries.
 CHANGED = "changed"

@@ -20,9 +20,10 @@ from typing import Any
 from pydantic import Field
 
 from orchmem.config import IngestRejected, MemoryValidationError, ScopeViolation
+from orchmem.config.errors import ExtractionBudgetExceeded
 from orchmem.config.settings import IngestSettings
 
-from .extraction import extract_document
+from .extraction import ExtractionBudget, extract_document
 from .ingest_files import Candidate, read_checked, size_of
 from .ingest_outcomes import Rejection, reject
 from .reconcile import Proposed
@@ -96,7 +97,9 @@ def parse(path: Path, text: str, workspace: Workspace, settings: IngestSettings,
     if path.suffix.lower() == ".json":
         proposals, edges = _parse_json(text, provenance, workspace, max_content_chars)
     else:
-        proposals, edges = extract_proposals(text, provenance, workspace, max_content_chars), []
+        proposals = extract_proposals(path.name, text, provenance, workspace, settings,
+                                      max_content_chars)
+        edges = []
     if not proposals:
         raise reject("empty", f"{path.name} holds no memory (only headings or blank lines?)")
     if len(proposals) > settings.max_memories_per_file:
@@ -105,15 +108,27 @@ def parse(path: Path, text: str, workspace: Workspace, settings: IngestSettings,
     return proposals, edges
 
 
-def extract_proposals(text: str, provenance: dict[str, str], workspace: Workspace,
-                      max_content_chars: int) -> list[Proposed]:
+def extract_proposals(name: str, text: str, provenance: dict[str, str], workspace: Workspace,
+                      settings: IngestSettings, max_content_chars: int) -> list[Proposed]:
     """The document extractor's memories of a ``.md``/``.txt`` file, validated.
 
-    The one place ingest calls the extractor. Raises MemoryValidationError or
-    ScopeViolation for a candidate that breaks the schema.
+    The one place ingest calls the extractor, within the file's work budget. Raises
+    IngestRejected (``extraction_budget``: the rules needed more work than
+    ``memory.ingest.extraction_budget_chars`` / ``_s``; ``too_many_memories``, counted
+    before any is validated), MemoryValidationError or ScopeViolation for a candidate
+    that breaks the schema.
     """
+    budget = ExtractionBudget(settings.extraction_budget_chars, settings.extraction_budget_s)
+    try:
+        candidates = extract_document(text, budget)
+    except ExtractionBudgetExceeded as exc:
+        raise reject("extraction_budget", f"{name}: {exc.message} "
+                     "(memory.ingest.extraction_budget_chars, extraction_budget_s)") from None
+    if len(candidates) > settings.max_memories_per_file:
+        raise reject("too_many_memories", f"{len(candidates)} memories; the limit is "
+                     f"{settings.max_memories_per_file} (memory.ingest.max_memories_per_file)")
     proposals = []
-    for index, candidate in enumerate(extract_document(text)):
+    for index, candidate in enumerate(candidates):
         memory = validate(MemoryInput, {
             "type": candidate.type.value, "content": candidate.content[:max_content_chars],
             "importance": candidate.importance, "confidence": candidate.confidence,

@@ -10,7 +10,8 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -230,3 +231,21 @@ def wait_until(predicate: Any, timeout: float = 30.0, interval: float = 0.05,
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {message}")
 
+
+
+@contextmanager
+def finishes_within(seconds: int, what: str) -> Iterator[None]:
+    """Fails the test when the block runs past ``seconds`` (a SIGALRM interrupts even a
+    running regular expression). Only for bounds far above the expected time: it
+    catches pathological slowness, never measures speed."""
+
+    def expired(signum: int, frame: Any) -> None:
+        raise AssertionError(f"{what} ran for more than {seconds}s")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)

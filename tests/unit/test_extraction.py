@@ -2,22 +2,34 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import fake_llm_extractor
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from orchmem_testing import finishes_within
 
-from orchmem.config import MemoryValidationError
+from orchmem.config import ExtractionBudgetExceeded, MemoryValidationError
+from orchmem.config.settings import IngestSettings
 from orchmem.models.extraction import (
+    MAX_SENTENCE_CHARS,
+    RUN_OVERHEAD_CHARS,
+    ExtractionBudget,
     Message,
     classify,
     extract_document,
+    heading_title,
     load_extractor,
     rules_extractor,
+    subject_of,
 )
+from orchmem.models.extraction_rules import RULES
 from orchmem.models.payloads import WritebackRequest
 from orchmem.models.proposals import build
-from orchmem.models.schema import validate
+from orchmem.models.reconcile import Proposed
+from orchmem.models.schema import MemoryInput, MemoryType, validate
 from orchmem.models.workspace import Workspace
 
 
@@ -127,3 +139,139 @@ def test_near_duplicates_need_the_same_numbers_and_most_words() -> None:
     assert not same_gist("The door code is 8082", "The door code is 3468")
     assert not same_gist("Valid fact 48: the green eel", "Valid fact 38: the blue owl")
     assert not same_gist("Meet Anna at noon", "Call Bob about the invoice tomorrow")
+
+
+# ---------------------------------------------------------------------------- linear work
+
+#: Characters of the long inputs below. The rules before issue 14 took 24 s on a
+#: 12,000-character list item and grew with the square of the length (hours at this
+#: size); linear extraction takes milliseconds.
+LONG = 200_000
+#: A bound far above the milliseconds linear extraction takes, far below the hours of
+#: the quadratic rules: it catches pathological slowness, it does not measure speed.
+GUARD_S = 20
+
+
+def _repeated(unit: str, prefix: str = "") -> str:
+    return prefix + unit * (LONG // len(unit))
+
+
+#: name -> (a long hostile document, the type of its first candidate or None).
+HOSTILE = {
+    "list_item": (_repeated("x ", "- I "), MemoryType.OBSERVATION),
+    "favourite_keyword": (_repeated("x is my favorite ", "- "), MemoryType.PREFERENCE),
+    "final_keyword": (_repeated("that's final ", "- "), MemoryType.DECISION),
+    "final_near_miss": (_repeated("that's finally ", "- "), MemoryType.OBSERVATION),
+    "past_time_and_verb": (_repeated("yesterday went ", "- "), MemoryType.EVENT),
+    "past_time_only": (_repeated("yesterday x ", "- "), MemoryType.OBSERVATION),
+    "paragraph": (_repeated("x ", "I "), MemoryType.OBSERVATION),
+    "heading_spaces": ("# a" + " " * LONG + "b", None),
+    "heading_hashes": ("# a" + "#" * LONG + "b", None),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_a_long_hostile_line_is_read_a_few_times_not_once_per_position(name: str) -> None:
+    text, first_type = HOSTILE[name]
+    budget = ExtractionBudget()
+    with finishes_within(GUARD_S, f"extract_document on {name}"):
+        candidates = extract_document(text, budget)
+    assert (candidates[0].type if candidates else None) == first_type
+    # The line patterns read every character a few times; the rules read one capped view.
+    capped = (len(RULES) + 4 + 8) * (MAX_SENTENCE_CHARS + RUN_OVERHEAD_CHARS)
+    assert budget.spent <= 4 * (len(text) + RUN_OVERHEAD_CHARS) + capped
+
+
+def test_a_long_list_item_is_classified_by_its_first_600_characters() -> None:
+    late = "x " * MAX_SENTENCE_CHARS + "we decided to use Postgres"
+    assert [(c.type, c.content) for c in extract_document("- " + late)] == [
+        (MemoryType.OBSERVATION, late)]
+    early = "we decided to use Postgres " + "x " * MAX_SENTENCE_CHARS
+    assert [(c.type, c.content) for c in extract_document("- " + early)] == [
+        (MemoryType.DECISION, early.strip())]
+
+
+def test_subject_of_reads_the_first_600_characters_of_a_memory() -> None:
+    statement = "my favorite color is green"
+    assert subject_of(MemoryType.PREFERENCE, statement) == ("favorite:color", "green")
+    assert subject_of(MemoryType.PREFERENCE, "x " * MAX_SENTENCE_CHARS + statement) == (
+        None, None)
+    with finishes_within(GUARD_S, "subject_of on a long memory"):
+        assert subject_of(MemoryType.FACT, _repeated("x ", "I ")) == (None, None)
+
+
+def test_an_explicit_memory_takes_its_subject_from_its_first_600_characters() -> None:
+    def explicit(content: str) -> Proposed:
+        memory = validate(MemoryInput, {"type": "Preference", "content": content,
+                                        "source": {"sourceType": "manual", "capturedBy": "user"}},
+                          max_content_chars=2 * LONG)
+        return Proposed.explicit(memory)
+
+    assert explicit("My favorite color is green").subject == "favorite:color"
+    with finishes_within(GUARD_S, "Proposed.explicit on a long memory"):
+        late = explicit(_repeated("x ", "I ") + " My favorite color is green")
+    assert (late.subject, late.value) == (None, None)
+
+
+# ---------------------------------------------------------------------------- same results
+
+#: Pieces of text the rewritten rules react to, and some they must not.
+PIECES = ["that's final", ", that's final", "THAT'S FINAL", "thats final", "that's finally",
+          " is my favorite", " is my all-time favourite", " is my favourites", "yesterday",
+          "last week", "2 days ago", "went", "worked", "passed away", "I ", "x", " ", "  ",
+          ",", ".", "\n", "#", "- ", "\t", "é", "Dana", "the ", "our ", "my ", "deadline",
+          "email address", " for x", " is ", " was ", " ends on ", " runs on ", " is hosted at ",
+          " is due for ", " are about $5", "3", "I am a ", "I'm the ", "engineer", "managers"]
+
+
+@settings(max_examples=500, deadline=None, database=None)
+@given(st.lists(st.sampled_from(PIECES) | st.text(max_size=2), max_size=30).map("".join))
+def test_each_rule_finds_exactly_what_a_search_of_its_pattern_finds(text: str) -> None:
+    for rule in RULES:
+        expected, found = rule.pattern.search(text), rule.find(text)
+        assert (found and (found.span(), found.groupdict())) == (
+            expected and (expected.span(), expected.groupdict())), rule.pattern.pattern
+
+
+@settings(max_examples=500, deadline=None, database=None)
+@given(st.text(alphabet=" \t\u00a0\u2003#ab", min_size=1, max_size=30))
+def test_a_heading_title_is_what_the_lazy_heading_pattern_captured(text: str) -> None:
+    lazy = re.fullmatch(r"(?P<t>.+?)\s*#*", text)
+    assert lazy is not None and heading_title(text) == lazy.group("t")
+
+
+# ---------------------------------------------------------------------------- budget
+
+PROSE = "We shipped the billing rewrite last week. The team liked it. " * 200
+
+
+def test_the_budget_counts_the_same_work_for_the_same_text_and_stops_past_it() -> None:
+    first, second = ExtractionBudget(), ExtractionBudget()
+    assert extract_document(PROSE, first) == extract_document(PROSE, second)
+    assert first.spent == second.spent > len(PROSE)
+    assert extract_document(PROSE, ExtractionBudget(max_chars=first.spent))
+    with pytest.raises(ExtractionBudgetExceeded, match="budget of"):
+        extract_document(PROSE, ExtractionBudget(max_chars=first.spent - 1))
+
+
+def test_the_time_backstop_stops_an_extraction_that_runs_too_long() -> None:
+    with pytest.raises(ExtractionBudgetExceeded, match="ran longer"):
+        extract_document(PROSE * 10, ExtractionBudget(max_s=0.001))
+
+
+#: Short texts that cost the most work per character: a sentence or list item of three
+#: characters (below three, a sentence is not classified), one per line or per space.
+COSTLY = ["Ab.\n", "Ab. ", "Abc.\n", "I x. ", "- abc\n", "1. abc\n", "# a\n"]
+
+
+def test_the_default_budget_admits_any_file_within_the_default_size_limit() -> None:
+    defaults = IngestSettings()
+    largest = defaults.max_file_size_mb * 1024 * 1024
+    per_char = {}
+    for unit in COSTLY:
+        sample = unit * (20_000 // len(unit))
+        budget = ExtractionBudget()
+        extract_document(sample, budget)
+        per_char[unit] = budget.spent / len(sample)
+    assert max(per_char, key=per_char.__getitem__) == "Ab.\n"
+    assert max(per_char.values()) * largest <= defaults.extraction_budget_chars
