@@ -7,7 +7,8 @@ so workers never answer each other's pings or take each other's tasks.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +20,12 @@ from orchmem_testing import RedisServer, WorkerProcess, make_settings, unique_id
 
 from orchmem.config import Settings
 from orchmem.models.embedding import Embedder, get_embedder
+from orchmem.models.reconcile import Proposed
 from orchmem.worker.app import OrchmemCelery, create_app
 
 _db_numbers = itertools.count(1)
+#: The embedding function ingest's ``scan`` takes.
+Embed = Callable[[list[Proposed]], tuple[list[Proposed], str | None]]
 
 
 @pytest.fixture(scope="session")
@@ -70,6 +74,18 @@ def worker(settings: Settings, app: OrchmemCelery) -> Iterator[WorkerProcess]:
 def embedder(settings: Settings) -> Embedder:
     """The real all-MiniLM-L6-v2, loaded once per session."""
     return get_embedder(settings.embedding)
+
+
+@pytest.fixture
+def embed(embedder: Embedder) -> Embed:
+    """What ingest's ``scan`` takes to embed proposals: the real model, in this process."""
+
+    def run(items: list[Proposed]) -> tuple[list[Proposed], str | None]:
+        vectors = embedder.encode([p.memory.content for p in items])
+        return [replace(p, vector=v) for p, v in zip(items, vectors, strict=True)], \
+            embedder.version
+
+    return run
 
 
 @pytest.fixture

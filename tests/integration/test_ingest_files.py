@@ -9,7 +9,6 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -20,7 +19,6 @@ from orchmem_testing import make_settings
 from orchmem.config import ScopeViolation
 from orchmem.models import ingest as ingest_module
 from orchmem.models import ingest_files as ingest_files_module
-from orchmem.models.embedding import Embedder
 from orchmem.models.ingest import scan
 from orchmem.models.reconcile import Proposed
 from orchmem.models.storage.database import Databases, OrchestratorDB
@@ -40,15 +38,6 @@ def open_odb(root: Path, min_file_age_s: float = 0) -> OrchestratorDB:
 def odb(tmp_path: Path) -> OrchestratorDB:
     return open_odb(tmp_path / "root")
 
-
-@pytest.fixture
-def embed(embedder: Embedder) -> Embed:
-    def run(items: list[Proposed]) -> tuple[list[Proposed], str | None]:
-        vectors = embedder.encode([p.memory.content for p in items])
-        return [replace(p, vector=v) for p, v in zip(items, vectors, strict=True)], \
-            embedder.version
-
-    return run
 
 
 def scan_within(odb: OrchestratorDB, embed: Embed, seconds: float = 20) -> dict[str, Any]:

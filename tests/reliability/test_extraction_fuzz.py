@@ -22,7 +22,6 @@ from hypothesis import strategies as st
 from orchmem_testing import finishes_within, make_settings
 
 from orchmem.models import extraction
-from orchmem.models.embedding import Embedder
 from orchmem.models.extraction import (
     MAX_SENTENCE_CHARS,
     ExtractionBudget,
@@ -135,15 +134,6 @@ Embed = Callable[[list[Proposed]], tuple[list[Proposed], str | None]]
 #: over a second of extraction.
 HOSTILE_FILE = "We decided to ship it last week. The team liked it a lot. " * 10_000
 
-
-@pytest.fixture
-def embed(embedder: Embedder) -> Embed:
-    def run(items: list[Proposed]) -> tuple[list[Proposed], str | None]:
-        vectors = embedder.encode([p.memory.content for p in items])
-        return [replace(p, vector=v) for p, v in zip(items, vectors, strict=True)], \
-            embedder.version
-
-    return run
 
 
 def open_odb(root: Path, **ingest: float) -> OrchestratorDB:

@@ -6,8 +6,6 @@ import contextlib
 import json
 import os
 import random
-from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -18,9 +16,7 @@ from orchmem_testing import make_settings
 from orchmem.models import ingest as ingest_module
 from orchmem.models import ingest_moves as ingest_moves_module
 from orchmem.models import writeback as writeback_module
-from orchmem.models.embedding import Embedder
 from orchmem.models.ingest import scan
-from orchmem.models.reconcile import Proposed
 from orchmem.models.storage import receipts as receipts_module
 from orchmem.models.storage.database import Databases, OrchestratorDB
 from orchmem.models.storage.memories import list_memories
@@ -37,15 +33,6 @@ def odb(tmp_path: Path) -> OrchestratorDB:
     assert handle is not None
     return handle
 
-
-@pytest.fixture
-def embed(embedder: Embedder) -> Callable[[list[Proposed]], tuple[list[Proposed], str | None]]:
-    def run(items: list[Proposed]) -> tuple[list[Proposed], str | None]:
-        vectors = embedder.encode([p.memory.content for p in items])
-        return [replace(p, vector=v) for p, v in zip(items, vectors, strict=True)], \
-            embedder.version
-
-    return run
 
 
 def drop(odb: OrchestratorDB) -> dict[str, str]:
