@@ -152,6 +152,15 @@ def create_immediate_app(settings: Settings, databases: Databases | None = None
     return app
 
 
+class NoReturnValues(logging.Filter):
+    """Keeps Celery's task log lines but never the value a task returned."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, dict) and "return_value" in record.args:
+            record.args = {**record.args, "return_value": "<not logged>"}
+        return True
+
+
 def connect_worker_signals(app: OrchmemCelery, shards: list[int] | None = None) -> None:
     """Hooks of a worker process: called by ``orchmem worker``, never by clients.
 
@@ -180,8 +189,9 @@ def connect_worker_signals(app: OrchmemCelery, shards: list[int] | None = None) 
     def quiet_task_results(**_: Any) -> None:
         # Celery logs each task's return value at INFO ("succeeded in …: {…}"): a
         # bulletin's text would go to the worker's log file, out of a hard forget's
-        # reach. The pipeline logs one line per task (outcome, duration) instead.
-        logging.getLogger("celery.app.trace").setLevel(logging.WARNING)
+        # reach. The value is left out; the rest of Celery's lines (received, retry,
+        # failure) stay, and the pipeline logs one line per task (outcome, duration).
+        logging.getLogger("celery.app.trace").addFilter(NoReturnValues())
 
     signals.after_setup_logger.connect(quiet_task_results, weak=False,
                                        dispatch_uid="orchmem-quiet-results")
