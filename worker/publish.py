@@ -11,8 +11,8 @@ from typing import Any
 
 from celery.result import AsyncResult
 
-from orchmem.models.storage.database import Databases
 from orchmem.models.storage.outbox import Outbox
+from orchmem.models.workspace import Workspace
 from orchmem.tasks.publish import envelope
 from orchmem.tasks.publish import publish as publish_envelope
 
@@ -30,7 +30,7 @@ def publish(app: OrchmemCelery, task_name: str, orchestrator_id: str, kind: str,
     env = envelope(orchestrator_id, task_name, kind, payload)
     outbox = None
     if env.durable:
-        workspace = Databases(app.settings).workspace(orchestrator_id)
+        workspace = Workspace.for_orchestrator(app.settings, orchestrator_id)
         outbox = Outbox(workspace.outbox_path, app.settings.worker.busy_timeout_ms)
     try:
         return env.key, publish_envelope(app, env, outbox, outbox_required=False)
