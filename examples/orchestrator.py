@@ -24,7 +24,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchmem.worker.client import BulletinResult, Context, MemoryClient, WriteHandle
+from orchmem.worker.client import MemoryClient
+from orchmem.worker.handles import BulletinResult, Context, WriteHandle
 
 TOPIC = re.compile(r"\b(?:plan|launch|organi[sz]e|prepare|migrate|schedule)\s+"
                    r"(?:the\s+|a\s+|an\s+)?(?P<topic>[\w -]+?)"

@@ -17,7 +17,16 @@ from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from orchmem.config import MemoryValidationError
 
-from .schema import CONTROL_CHARS, EdgeInput, MemoryInput, ShortText, WireModel, check_timestamp
+from .schema import (
+    CONTROL_CHARS,
+    EdgeInput,
+    MemoryInput,
+    ShortText,
+    WireModel,
+    check_timestamp,
+    validate,
+)
+from .workspace import Workspace
 
 _KEY = re.compile(r"^[\x21-\x7e]{1,200}$")
 IdempotencyKey = Annotated[str, Field(strict=True, min_length=1, max_length=200)]
@@ -141,3 +150,36 @@ class WritebackRequest(WireModel):
     @classmethod
     def _key(cls, value: str | None) -> str | None:
         return None if value is None else check_key(value)
+
+
+#: The provenance of a memory written by hand (client or CLI) that names none.
+DEFAULT_SOURCE = {"sourceType": "manual", "capturedBy": "user"}
+
+
+def with_default_sources(memories: Any) -> Any:
+    """``memories`` with :data:`DEFAULT_SOURCE` on each one that has no ``source``.
+
+    Anything that is not a list of objects is returned as it is, for validation to
+    reject with its field path.
+    """
+    if not isinstance(memories, list | tuple):
+        return memories
+    return [{**m, "source": dict(DEFAULT_SOURCE)}
+            if isinstance(m, dict) and "source" not in m else m for m in memories]
+
+
+def check_writeback(payload: Any, workspace: Workspace, *, max_memories: int,
+                    max_content_chars: int) -> WritebackRequest:
+    """``payload`` as a WritebackRequest, or MemoryValidationError with field paths.
+
+    The one check of a write-back: the client runs it before publishing (so a bad
+    write is refused at once) and the worker again at its door.
+    """
+    memories = payload.get("memories") if isinstance(payload, dict) else None
+    if isinstance(memories, list) and len(memories) > max_memories:
+        message = (f"memories: {len(memories)} memories in one task; the limit is "
+                   f"{max_memories}")
+        raise MemoryValidationError(message, [{"path": "memories",
+                                               "message": f"at most {max_memories}"}])
+    return validate(WritebackRequest, payload, workspace=workspace,
+                    max_content_chars=max_content_chars)

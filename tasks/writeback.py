@@ -8,13 +8,12 @@ from typing import Any
 
 from celery import shared_task
 
-from orchmem.config import EmbeddingError, MemoryValidationError
+from orchmem.config import EmbeddingError
 from orchmem.models.embedding import get_embedder
 from orchmem.models.extraction import load_extractor
-from orchmem.models.payloads import WritebackRequest
+from orchmem.models.payloads import check_writeback
 from orchmem.models.proposals import build
 from orchmem.models.reconcile import Proposed
-from orchmem.models.schema import validate
 from orchmem.models.storage.database import OrchestratorDB
 from orchmem.models.writeback import write_memories
 
@@ -37,14 +36,9 @@ def writeback(self: MemoryTask, orchestrator_id: str, payload: dict[str, Any]) -
 
     def body(odb: OrchestratorDB, key: str) -> dict[str, Any]:
         limits = odb.memory.writeback
-        if isinstance(payload.get("memories"), list) and \
-                len(payload["memories"]) > limits.max_memories_per_task:
-            raise MemoryValidationError(
-                f"memories: {len(payload['memories'])} memories in one task; the limit is "
-                f"{limits.max_memories_per_task}",
-                [{"path": "memories", "message": f"at most {limits.max_memories_per_task}"}])
-        request = validate(WritebackRequest, payload, workspace=odb.workspace,
-                           max_content_chars=limits.max_content_chars)
+        request = check_writeback(payload, odb.workspace,
+                                  max_memories=limits.max_memories_per_task,
+                                  max_content_chars=limits.max_content_chars)
         proposals = build(request, load_extractor(limits.extractor), odb.workspace,
                           limits.max_content_chars)
         items = proposals.items[: limits.max_memories_per_task]

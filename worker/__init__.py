@@ -19,7 +19,8 @@ from orchmem.config import (
 )
 from orchmem.models.recall import RecallBundle
 
-from .client import BulletinResult, Context, MemoryClient, WriteHandle
+from .client import MemoryClient
+from .handles import BulletinResult, Context, WriteHandle
 
 __all__ = [
     "BrokerUnavailable",

@@ -22,8 +22,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import redis
@@ -37,9 +36,11 @@ from orchmem.config import (
 )
 from orchmem.models.bulletin import Bulletin
 from orchmem.models.context import render_context
+from orchmem.models.edits import EDIT_ADAPTER
 from orchmem.models.memlog import MemoryLog
+from orchmem.models.payloads import check_writeback, with_default_sources
 from orchmem.models.recall import RecallBundle, check_scope, recall
-from orchmem.models.schema import MemoryNode, format_ts, utc_now
+from orchmem.models.schema import MemoryNode, format_ts, utc_now, validate_with
 from orchmem.models.storage import receipts
 from orchmem.models.storage.database import Databases
 from orchmem.models.storage.memories import get_nodes
@@ -51,6 +52,7 @@ from orchmem.tasks.publish import Envelope, envelope, publish, resend, send_enve
 from orchmem.tasks.writeback import WRITEBACK
 
 from .app import OrchmemCelery, create_app, create_immediate_app
+from .handles import BulletinResult, Context, WriteHandle, task_result
 from .pending import PendingWrites
 
 logger = logging.getLogger(__name__)
@@ -60,57 +62,6 @@ Purpose = Literal["selector", "step", "diagnostics"]
 BROKER_BACKOFF_S = 5.0
 #: Outbox entries published per catch-up, after the broker answers again.
 CATCH_UP_BATCH = 100
-
-
-@dataclass
-class WriteHandle:
-    """A published write. ``ok`` is False when it could not be published now (see
-    ``error``); ``outboxed`` then says it is recorded in the outbox and will be
-    published by the reconciler when the broker is back (nothing is lost)."""
-
-    orchestrator_id: str
-    key: str
-    task_id: str | None
-    ok: bool
-    error: str | None = None
-    _client: MemoryClient | None = field(default=None, repr=False)
-    outboxed: bool = False
-    _async: Any = field(default=None, repr=False)
-
-    def done(self) -> bool:
-        """True once the worker committed (or refused) it: read from SQLite, the truth."""
-        return self._client is not None and self._client._receipt_final(self.key)
-
-    def wait(self, timeout: float = 30.0) -> dict[str, Any] | None:
-        """The task's result, or None if it did not finish within ``timeout`` seconds."""
-        if not self.ok or self._client is None:
-            return None
-        return self._client._result(self, timeout)
-
-
-@dataclass
-class BulletinResult:
-    """The bulletin for this message: ``source`` is live, snapshot (fallback) or empty."""
-
-    bulletin: dict[str, Any]
-    text: str
-    source: Literal["live", "snapshot", "empty"]
-    warnings: list[str] = field(default_factory=list)
-
-    @property
-    def fresh(self) -> bool:
-        return self.source == "live"
-
-
-@dataclass
-class Context:
-    """The text block for a prompt, and what it was made of."""
-
-    purpose: str
-    text: str
-    bulletin: BulletinResult
-    bundle: RecallBundle
-    warnings: list[str] = field(default_factory=list)
 
 
 class MemoryClient:
@@ -174,16 +125,23 @@ class MemoryClient:
         return message
 
     def _publish(self, task: str, kind: str, payload: dict[str, Any], *,
-                 expires_s: float | None = None) -> WriteHandle:
-        """Record (durable kinds) and publish through the one publish path; never raises."""
+                 expires_s: float | None = None,
+                 check: Callable[[dict[str, Any]], object] | None = None) -> WriteHandle:
+        """Check, record (durable kinds) and publish through the one publish path.
+
+        Never raises: a payload ``check`` refuses, or one that cannot be recorded or
+        sent, gives a handle with ``ok=False`` and the error's code at once.
+        """
         if not self.memory.enabled:
-            return WriteHandle(self.orchestrator_id, "", None, False,
+            return WriteHandle(self.orchestrator_id, "", None, False, "disabled",
                                "memory is disabled (memory.enabled = false)")
         try:
+            if check is not None:
+                check(payload)
             env = envelope(self.orchestrator_id, task, kind, payload)
         except OrchmemError as exc:
-            return WriteHandle(self.orchestrator_id, "", None, False,
-                               self._warn(f"{task} refused", exc))
+            return WriteHandle.refused(self.orchestrator_id, "", exc,
+                                       self._warn(f"{task} refused", exc))
         if time.monotonic() < self._broker_down_until:
             return self._not_sent(env)
         try:
@@ -192,13 +150,13 @@ class MemoryClient:
         except BrokerUnavailable as exc:
             return self._broker_failed(env, exc)
         except OrchmemError as exc:
-            return WriteHandle(self.orchestrator_id, env.key, None, False,
-                               self._warn(f"{task} not recorded", exc))
+            return WriteHandle.refused(self.orchestrator_id, env.key, exc,
+                                       self._warn(f"{task} not recorded", exc))
         except Exception as exc:
             return self._broker_failed(env, exc)
         if env.durable and not self.immediate:
             self._catch_up(skip=env.key)
-        handle = WriteHandle(self.orchestrator_id, env.key, result.id, True, None, self,
+        handle = WriteHandle(self.orchestrator_id, env.key, result.id, True, _client=self,
                              _async=result)
         if env.kind != "bulletin":
             self._pending.track(env.key)
@@ -212,11 +170,11 @@ class MemoryClient:
                 self.outbox.record(env.key, env.task, env.payload)
                 kept = "; kept in the outbox"
             except OrchmemError as exc:
-                return WriteHandle(self.orchestrator_id, env.key, None, False,
-                                   self._warn(f"{env.task} not recorded", exc))
-        return WriteHandle(self.orchestrator_id, env.key, None, False,
+                return WriteHandle.refused(self.orchestrator_id, env.key, exc,
+                                           self._warn(f"{env.task} not recorded", exc))
+        return WriteHandle(self.orchestrator_id, env.key, None, False, "broker_unavailable",
                            f"{env.task} not published: the broker was unreachable moments "
-                           f"ago{kept}", self, outboxed=bool(kept))
+                           f"ago{kept}", _client=self, outboxed=bool(kept))
 
     def _broker_failed(self, env: Envelope, exc: BaseException) -> WriteHandle:
         # Skip publishing for a few seconds (each attempt costs about a second), and
@@ -224,9 +182,9 @@ class MemoryClient:
         self._broker_down_until = time.monotonic() + BROKER_BACKOFF_S
         self._app = self._shared_app
         kept = "; kept in the outbox" if env.durable else ""
-        return WriteHandle(self.orchestrator_id, env.key, None, False,
-                           self._warn(f"{env.task} not published{kept}", exc), self,
-                           outboxed=env.durable)
+        return WriteHandle(self.orchestrator_id, env.key, None, False, "broker_unavailable",
+                           self._warn(f"{env.task} not published{kept}", exc),
+                           _client=self, outboxed=env.durable)
 
     def _catch_up(self, skip: str) -> None:
         """The broker answers again: publish what the outbox kept while it did not."""
@@ -277,9 +235,7 @@ class MemoryClient:
         except Exception as exc:
             self._warn("waiting for a result", exc)
             return None
-        if isinstance(value, BaseException):
-            return {"ok": False, "error": type(value).__name__, "message": str(value)}
-        return dict(value) if isinstance(value, dict) else None
+        return task_result(value)
 
     def wait_for_writes(self, timeout: float | None = None) -> list[str]:
         """Wait until this client's published writes are committed; returns the keys
@@ -309,7 +265,22 @@ class MemoryClient:
                             ("idempotencyKey", idempotency_key)):
             if value is not None:
                 payload[name] = list(value) if isinstance(value, list | tuple) else value
-        return self._publish(WRITEBACK, "wb", payload)
+        if "memories" in payload:
+            payload["memories"] = with_default_sources(payload["memories"])
+        return self._publish(WRITEBACK, "wb", payload, check=self._check_writeback)
+
+    def _check_writeback(self, payload: dict[str, Any]) -> None:
+        limits = self.memory.writeback
+        check_writeback(payload, self.databases.workspace(self.orchestrator_id),
+                        max_memories=limits.max_memories_per_task,
+                        max_content_chars=limits.max_content_chars)
+
+    def _edit(self, payload: dict[str, Any]) -> WriteHandle:
+        """Publish an edit, checked here first by the model the worker uses."""
+        payload = {k: v for k, v in payload.items() if v is not None}
+        workspace = self.databases.workspace(self.orchestrator_id)
+        return self._publish(EDIT, "edit", payload, check=lambda p: validate_with(
+            EDIT_ADAPTER, p, workspace=workspace, name="edit"))
 
     def supersede(self, memory_id: str, *, by: str | None = None, content: str | None = None,
                   reason: str | None = None) -> WriteHandle:
@@ -323,9 +294,8 @@ class MemoryClient:
         worker finds (an unknown memory, neither or both of ``by`` and ``content``) is
         in ``handle.wait()``'s result.
         """
-        payload = {"op": "supersede", "memoryId": memory_id, "by": by, "content": content,
-                   "reason": reason}
-        return self._publish(EDIT, "edit", {k: v for k, v in payload.items() if v is not None})
+        return self._edit({"op": "supersede", "memoryId": memory_id, "by": by,
+                           "content": content, "reason": reason})
 
     def retract(self, memory_id: str, reason: str) -> WriteHandle:
         """Mark a memory ``retracted`` (kept for the audit trail, left out of recall).
@@ -333,8 +303,7 @@ class MemoryClient:
         Returns a :class:`WriteHandle`; never raises: a refused request gives
         ``ok=False`` with the reason in ``error`` (see :meth:`supersede`).
         """
-        return self._publish(EDIT, "edit", {"op": "retract", "memoryId": memory_id,
-                                            "reason": reason})
+        return self._edit({"op": "retract", "memoryId": memory_id, "reason": reason})
 
     def link(self, from_id: str, to_id: str, edge_type: str, *, weight: float = 1.0,
              reason: str | None = None) -> WriteHandle:
@@ -346,9 +315,8 @@ class MemoryClient:
         unknown memory or edge type, or a weight out of range, is reported by the worker
         in ``handle.wait()``'s result.
         """
-        payload = {"op": "link", "fromMemoryId": from_id, "toMemoryId": to_id,
-                   "edgeType": edge_type, "weight": weight, "reason": reason}
-        return self._publish(EDIT, "edit", {k: v for k, v in payload.items() if v is not None})
+        return self._edit({"op": "link", "fromMemoryId": from_id, "toMemoryId": to_id,
+                           "edgeType": edge_type, "weight": weight, "reason": reason})
 
     def forget(self, memory_id: str, *, hard: bool = False,
                reason: str | None = None) -> WriteHandle:
@@ -362,13 +330,13 @@ class MemoryClient:
         Returns a :class:`WriteHandle`; never raises: a refused request gives
         ``ok=False`` with the reason in ``error`` (see :meth:`supersede`).
         """
-        payload = {"op": "forget", "memoryId": memory_id, "hard": hard, "reason": reason}
-        return self._publish(EDIT, "edit", {k: v for k, v in payload.items() if v is not None})
+        return self._edit({"op": "forget", "memoryId": memory_id, "hard": hard,
+                           "reason": reason})
 
     def ingest_now(self) -> WriteHandle:
         """Publish a scan of this orchestrator's ``memory/ingest/`` folder."""
         if not self.memory.ingest.enabled:
-            return WriteHandle(self.orchestrator_id, "", None, False,
+            return WriteHandle(self.orchestrator_id, "", None, False, "disabled",
                                "ingest is disabled (memory.ingest.enabled = false)")
         return self._publish(INGEST_SCAN, "ingest",
                              {"idempotencyKey": f"ingest-{uuid.uuid4().hex}"})
@@ -437,7 +405,7 @@ class MemoryClient:
                                {"idempotencyKey": f"bulletin-{uuid.uuid4().hex}"},
                                expires_s=limit)
         if not handle.ok:
-            return self._fallback([f"bulletin not requested: {handle.error}"])
+            return self._fallback([f"bulletin not requested: {handle.message}"])
         value = handle.wait(limit)
         if value is None or not value.get("ok"):
             reason = (f"no bulletin within {limit}s" if value is None else

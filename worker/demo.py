@@ -24,7 +24,8 @@ from orchmem.models.memlog import read_log
 
 from .app import create_app
 from .broker import EmbeddedRedis
-from .client import MemoryClient, WriteHandle
+from .client import MemoryClient
+from .handles import WriteHandle, found_by
 from .tomlwrite import to_toml
 
 Echo = Callable[[str], None]
@@ -75,8 +76,7 @@ class Trace:
             s = item.scores
             self.echo(f"   recalled #{item.rank} {item.memory.type.value} "
                       f"\"{_short(item.memory.content, 60)}\" score {s.score:.4f} "
-                      f"(vector #{s.vector_rank or '-'}, text #{s.text_rank or '-'}, "
-                      f"importance x{s.importance:.2f})")
+                      f"({found_by(s)}, importance x{s.importance:.2f})")
 
 
 def _short(text: str, width: int = 70) -> str:

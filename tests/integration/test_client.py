@@ -102,7 +102,8 @@ def test_an_unreachable_broker_refuses_writes_but_reads_go_on(isolated: Any,
     dead = isolated(broker_url=f"redis://127.0.0.1:{free_port()}/0")
     client = MemoryClient("offline", dead)
     handle = client.write_back(memories=[{"type": "Fact", "content": "x", "source": MANUAL}])
-    assert handle.ok is False and "not published" in (handle.error or "")
+    assert handle.ok is False and handle.error == "broker_unavailable"
+    assert "not published" in (handle.message or "")
     assert client.recall("x").nodes == []
     assert client.bulletin(timeout=1).source == "empty"
 
@@ -110,6 +111,7 @@ def test_an_unreachable_broker_refuses_writes_but_reads_go_on(isolated: Any,
 def test_bad_input_is_refused_with_an_error_not_raised(isolated: Any) -> None:
     client = MemoryClient("strict", isolated())
     handle = client.write_back(idempotency_key="has spaces", memories=[])
-    assert handle.ok is False and "idempotencyKey" in (handle.error or "")
+    assert handle.ok is False and handle.error == "validation"
+    assert "idempotencyKey" in [e["path"] for e in handle.errors]
     with pytest.raises(ValueError):
         client.context_for("chitchat", "x")  # type: ignore[arg-type]

@@ -9,7 +9,7 @@ import pytest
 from orchmem.models.context import render_context
 from orchmem.models.recall import Provenance, RecallBundle, RecalledMemory, SourceRecord
 from orchmem.models.schema import CapturedBy, MemoryNode, MemoryType, SourceType, Status
-from orchmem.worker.client import BulletinResult
+from orchmem.worker.handles import BulletinResult
 
 BULLETIN_TEXT = "\n".join(
     ["## active_goals"] + [f"- Goal number {i} of the quarter [m-goal-{i:02d}]" for i in range(30)])
