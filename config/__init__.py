@@ -13,6 +13,7 @@ from .errors import (
     OrchmemError,
     ScopeViolation,
     StorageError,
+    UnknownOrchestrator,
 )
 from .ids import ORCHESTRATOR_ID_PATTERN, check_no_case_twin, check_orchestrator_id
 from .loading import load_settings
@@ -34,6 +35,7 @@ __all__ = [
     "ScopeViolation",
     "Settings",
     "StorageError",
+    "UnknownOrchestrator",
     "check_no_case_twin",
     "check_orchestrator_id",
     "load_settings",

@@ -71,6 +71,12 @@ class MemoryNotFound(OrchmemError, LookupError):
     code = "not_found"
 
 
+class UnknownOrchestrator(OrchmemError, LookupError):
+    """Raised when a command names an orchestrator that has no memory folder under the root."""
+
+    code = "not_found"
+
+
 class MemoryCorrupt(OrchmemError):
     """Raised when an orchestrator's memory.db fails its integrity check at open.
 

@@ -8,6 +8,7 @@ the ``ORCHMEM_*`` environment and explicit overrides.
 
 from __future__ import annotations
 
+import difflib
 import os
 from pathlib import Path
 from typing import Any, Literal
@@ -304,7 +305,8 @@ class Settings(BaseSettings):
             return MemorySettings.model_validate(merged)
         except ValidationError as exc:
             raise ConfigError(
-                format_errors(exc, prefix=f"orchestrators.{orchestrator_id}.memory")
+                format_errors(exc, prefix=f"orchestrators.{orchestrator_id}.memory",
+                              model=MemorySettings)
             ) from exc
 
     def runtime_root(self, orchestrator_id: str) -> Path:
@@ -348,8 +350,13 @@ def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]
     return merged
 
 
-def format_errors(exc: ValidationError, prefix: str = "") -> str:
-    """One line naming every bad key of ``exc`` by its dotted path (under ``prefix``)."""
+def format_errors(exc: ValidationError, prefix: str = "", *,
+                  model: type[BaseModel] | None = None, where: str = "") -> str:
+    """One line naming every bad key of ``exc`` by its dotted path (under ``prefix``).
+
+    ``model`` (the class validated) lets an unknown key name the likely one ("did you
+    mean top_n?"); ``where`` says where the values came from (a file, variables).
+    """
     lines = []
     for err in exc.errors():
         path = ".".join(str(p) for p in err["loc"])
@@ -357,8 +364,24 @@ def format_errors(exc: ValidationError, prefix: str = "") -> str:
             path = f"{prefix}.{path}" if path else prefix
         message = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
-            message = "unknown key"
+            message = "unknown key" + _did_you_mean(model, err["loc"])
         elif isinstance(err.get("input"), str | int | float | bool):
             message = f"{message} (got {err['input']!r})"
         lines.append(f"{path or '(settings)'}: {message}")
-    return "invalid settings: " + "; ".join(lines)
+    return f"invalid settings{where}: " + "; ".join(lines)
+
+
+def _did_you_mean(model: type[BaseModel] | None, loc: tuple[Any, ...]) -> str:
+    """`` (did you mean X?)`` for the last key of ``loc``, or "" when nothing is close."""
+    for part in loc[:-1]:
+        if model is None:
+            return ""
+        field = model.model_fields.get(str(part))
+        annotation = field.annotation if field is not None else None
+        model = annotation if isinstance(annotation, type) and \
+            issubclass(annotation, BaseModel) else None
+    if model is None or not loc:
+        return ""
+    close = difflib.get_close_matches(str(loc[-1]).replace("-", "_"), list(model.model_fields),
+                                      n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""
