@@ -119,6 +119,21 @@ def _age_days(item: Item, now: datetime) -> float:
     return max(0.0, (now - parse_ts(item.created_at)).total_seconds() / 86_400)
 
 
+def said(item: Item, now: datetime) -> str:
+    """When ``item`` was said, as a person reads it: "just now", "5 min ago", "yesterday"."""
+    seconds = max(0.0, (now - parse_ts(item.created_at)).total_seconds())
+    if seconds < 60:
+        return "just now"
+    if seconds < 3600:
+        return f"{int(seconds // 60)} min ago"
+    if seconds < 86_400:
+        return f"{int(seconds // 3600)} h ago"
+    days = int(seconds // 86_400)
+    if days == 1:
+        return "yesterday"
+    return f"{days} days ago" if days < 30 else f"on {item.created_at[:10]}"
+
+
 def _by_importance(items: Sequence[Item], now: datetime) -> list[Item]:
     # Importance first, then fresher, then memoryId: a total, deterministic order.
     return sorted(items, key=lambda i: (-i.importance, _age_days(i, now), i.memory_id))
@@ -133,8 +148,10 @@ def _candidates(facts: Facts, limits: BulletinSettings, now: datetime) -> dict[s
           ("Identity", "Fact", "Event", "Observation", "Goal", "Todo", "Decision", "Preference")}
     knowledge = (_by_importance(of["Identity"], now) + _by_importance(of["Fact"], now)
                  + _by_importance(of["Event"] + of["Observation"], now))
+    # A memory in a conflict is shown once, in the conflicts section, beside its rival.
     conflicted = {m for c in facts.conflicts for m in (c.newer.memory_id, c.older.memory_id)}
-    conflicts = [Line(_clip(f"{c.newer.summary} / but earlier: {c.older.summary}"),
+    conflicts = [Line(_clip(f"conflicting: {c.newer.summary} (said {said(c.newer, now)}) vs "
+                            f"{c.older.summary} (said {said(c.older, now)})"),
                       (c.newer.memory_id, c.older.memory_id))
                  for c in sorted(facts.conflicts,
                                  key=lambda c: (c.newer.created_at, c.newer.memory_id),
@@ -145,7 +162,8 @@ def _candidates(facts: Facts, limits: BulletinSettings, now: datetime) -> dict[s
                   for i in uncertain]
 
     def lines(items: Sequence[Item]) -> list[Line]:
-        return [Line(_clip(i.summary), (i.memory_id,)) for i in items]
+        return [Line(_clip(i.summary), (i.memory_id,)) for i in items
+                if i.memory_id not in conflicted]
 
     return {
         "knowledge_summary": lines(knowledge),

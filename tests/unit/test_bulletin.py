@@ -123,3 +123,17 @@ def test_conflicts_come_newest_first_and_a_conflicted_memory_is_not_also_uncerta
     assert [line.memory_ids for line in lines] == [
         (second_new.memory_id, second_old.memory_id), (first_new.memory_id, first_old.memory_id),
         (shaky.memory_id,)]
+
+
+def test_a_conflict_is_shown_once_in_words_with_when_each_side_was_said() -> None:
+    new = item(1, "Fact", summary="The deadline is Monday", days=0)
+    old = item(2, "Fact", summary="The deadline is Friday", days=1)
+    other = item(3, "Fact", summary="The office is in Porto", days=2)
+    bulletin = compose(Facts("o", (new, old, other), (Conflict(new, old),), 7),
+                       BulletinSettings(), NOW)
+    known = [line.memory_ids for line in bulletin.sections["knowledge_summary"]]
+    assert known == [(other.memory_id,)]
+    [line] = bulletin.sections["conflicts_and_uncertainties"]
+    assert line.text == ("conflicting: The deadline is Monday (said just now) vs "
+                         "The deadline is Friday (said yesterday)")
+    assert bulletin.to_text().count("The deadline is Friday") == 1
