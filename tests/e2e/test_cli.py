@@ -112,18 +112,64 @@ def test_check_config_after_the_command_wins_over_the_global_one(
     assert f"root {tmp_path / 'from-config'}" in done.stdout
 
 
+def test_orchmem_toml_in_the_working_directory_is_read(user_env: dict[str, str],
+                                                       tmp_path: Path) -> None:
+    cwd = tmp_path / "project"
+    cwd.mkdir()
+    (cwd / "orchmem.toml").write_text(f'root = "{tmp_path / "from-cwd"}"\n')
+    done = orchmem(user_env, "check", cwd=cwd)
+    assert done.returncode == 0, done.stderr
+    assert f"settings ok (root {tmp_path / 'from-cwd'})" in done.stdout
+
+
+def test_a_misspelt_key_names_its_file_and_the_likely_key(user_env: dict[str, str],
+                                                          tmp_path: Path) -> None:
+    (tmp_path / "orchmem.toml").write_text("[memory.retrieval]\ntopn = 5\n")
+    done = orchmem(user_env, "check", cwd=tmp_path)
+    assert done.returncode == 1
+    assert done.stderr.strip() == (f"Error: invalid settings (from {tmp_path / 'orchmem.toml'}): "
+                                   "memory.retrieval.topn: unknown key (did you mean top_n?)")
+
+
+# -- unknown orchestrators ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", [["list"], ["recall", "anything"], ["stats"],
+                                     ["history", "m-00000000-0000000000000001"]])
+def test_an_unknown_orchestrator_exits_3_naming_the_known_ones(
+        command: list[str], user_env: dict[str, str], tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    (root / "orchestrators" / "known-a" / "memory").mkdir(parents=True)
+    name, *rest = command
+    done = orchmem(user_env, "--root", str(root), name, "--orch", "nosuch", *rest)
+    assert done.returncode == 3, (done.stdout, done.stderr)
+    assert done.stderr.strip() == f"Error: no orchestrator 'nosuch' under {root}; known: known-a"
+    as_json = orchmem(user_env, "--root", str(root), name, "--orch", "nosuch", *rest, "--json")
+    assert as_json.returncode == 3
+    assert json.loads(as_json.stdout)["error"] == "not_found"
+
+
+def test_missing_ok_turns_an_unknown_orchestrator_into_an_empty_answer(
+        user_env: dict[str, str], tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    done = orchmem(user_env, "--root", str(root), "list", "--orch", "nosuch", "--missing-ok",
+                   "--json")
+    assert ok_json(done) == {"orchestratorId": "nosuch", "memories": []}
+    assert not (root / "orchestrators" / "nosuch").exists(), "nothing is created"
+
+
 # -- write with no worker ---------------------------------------------------------------
 
 
 @pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
-def test_write_with_no_worker_exits_2_with_a_clear_message(
+def test_write_with_no_worker_exits_4_with_a_clear_message(
         as_json: bool, isolated: Any, user_env: dict[str, str]) -> None:
     settings = isolated()  # a real Redis of its own, and no worker anywhere
     env = settings_env(settings, {"HOME": user_env["HOME"]})
     args = ["write", "--orch", "demo-a", "--type", "Fact", "--content", "Nobody reads this",
             "--timeout", "1", *(["--json"] if as_json else [])]
     done = orchmem(env, *args, timeout=60)
-    assert done.returncode == 2, done.stderr
+    assert done.returncode == 4, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
     assert lines[0].startswith("Error: no worker answered within 1s. Is `orchmem up` running")
@@ -191,6 +237,9 @@ def test_quick_start_with_the_embedded_broker_from_up_to_sigterm(
                   "I prefer tea", "--timeout", str(FIRST_TASK_S))["memoryIds"]
         assert len(tea) == 1
         [tea_id] = tea
+        table = orchmem(user_env, "--root", str(root), "list", "--orch", "demo-a")
+        assert table.stdout.splitlines()[0].split() == [
+            "MEMORY", "ID", "TYPE", "STATUS", "IMP", "CONF", "CONTENT"], table.stdout
         listed = cli("list", "--orch", "demo-a")["memories"]
         assert [(m["memoryId"], m["content"], m["status"]) for m in listed] == \
             [(tea_id, "I prefer tea", "active")]
@@ -286,8 +335,15 @@ def test_demo_runs_the_scripted_session_and_shows_every_promised_part(
     bulletin = trace.split("acme-support: the bulletin sent with the next message")[1]
     assert "Preferences:" in bulletin and "Conflicts and uncertainties:" in bulletin
     assert "Actually, I prefer detailed answers with examples." in bulletin
-    assert re.search(r"recalled #1 \w+ \".+\" score \d\.\d{4} \(vector #\d+, text #[\d-]+, "
+    assert re.search(r"recalled #1 \w+ \".+\" score \d\.\d{4} \(vector #\d+, full text #\d+, "
                      r"importance x\d\.\d\d\)", trace)
+    assert "text #-" not in trace
+    assert "WARNING" not in done.stderr, done.stderr
+    assert bulletin.count("The deadline is Friday") == 1, bulletin
+    assert re.search(r"conflicting: The deadline is Monday \(said .+\) vs "
+                     r"The deadline is Friday\. \(said .+\)", bulletin), bulletin
+    decided = trace.split("user: What did we decide about the help center launch?")[1]
+    assert re.search(r"recalled #1 Decision ", decided), decided[:600]
     assert not (root / "left-over.txt").exists(), "--fresh empties the folder"
     assert (root / "orchestrators" / "acme-support" / "memory" / "memory.db").exists()
     assert not (cwd / "orchmem-demo").exists(), "the global --root names the demo's folder"

@@ -10,36 +10,50 @@ import click
 from celery.exceptions import TimeoutError as CeleryTimeout
 
 from orchmem.config import OrchmemError, Settings
+from orchmem.models.payloads import DEFAULT_SOURCE, check_writeback
 from orchmem.models.recall import recall as recall_memories
 from orchmem.models.schema import Status
 from orchmem.models.storage.database import Databases, OrchestratorDB, known_orchestrators
 from orchmem.models.storage.memories import list_memories
 from orchmem.models.storage.stats import stats as memory_stats
+from orchmem.models.workspace import Workspace
 from orchmem.tasks.ingest import INGEST_SCAN
 from orchmem.tasks.writeback import WRITEBACK
 
 from ..app import create_app
 from ..broker import broker_url
 from ..client import MemoryClient
+from ..handles import found_by
 from ..publish import publish
 from ..routing import all_queues, queue_for
 from .common import (
+    EXIT_UNAVAILABLE,
     STATUSES,
     TYPES,
     Cli,
     emit,
     fail,
     json_option,
+    missing_ok_option,
     one_line,
     orch_option,
     pass_cli,
+    require_orchestrator,
 )
 
 
-def open_existing(settings: Settings, orchestrator_id: str, as_json: bool) -> OrchestratorDB | None:
-    """The orchestrator's database for reading, or None (after saying so) when it has none."""
+def open_existing(settings: Settings, orchestrator_id: str, as_json: bool,
+                  missing_ok: bool = False) -> OrchestratorDB | None:
+    """The orchestrator's database for reading, or None (after saying so) when it has none.
+
+    An orchestrator unknown under the root is an error (exit 3), unless ``missing_ok``.
+    """
     try:
-        odb = Databases(settings).open(orchestrator_id, create=False)
+        if not require_orchestrator(settings, orchestrator_id, missing_ok):
+            emit({"orchestratorId": orchestrator_id, "memories": []}, as_json,
+                 f"no orchestrator {orchestrator_id!r} under {settings.root}")
+            return None
+        odb = Databases(settings, readonly=True).open(orchestrator_id, create=False)
     except OrchmemError as exc:
         fail(exc, as_json)
         raise  # unreachable: fail exits
@@ -60,7 +74,7 @@ def wait_for(result: Any, timeout: float, as_json: bool) -> dict[str, Any]:
         click.echo(f"Error: {message}", err=True)
         if as_json:
             emit({"ok": False, "error": "timeout", "message": message, "taskId": result.id}, True)
-        raise SystemExit(2) from None
+        raise SystemExit(EXIT_UNAVAILABLE) from None
     if result.failed():
         if isinstance(value, OrchmemError):
             fail(value, as_json)
@@ -89,14 +103,18 @@ def write(cli: Cli, orchestrator_id: str, memory_type: str, content: str, summar
     settings = cli.settings
     memory: dict[str, Any] = {
         "type": memory_type, "content": content, "importance": importance,
-        "confidence": confidence, "source": {"sourceType": "manual", "capturedBy": "user"},
+        "confidence": confidence, "source": dict(DEFAULT_SOURCE),
     }
     if summary:
         memory["summary"] = summary
     payload: dict[str, Any] = {"memories": [memory]}
     if idempotency_key:
         payload["idempotencyKey"] = idempotency_key
+    limits = settings.memory_for(orchestrator_id).writeback
     try:
+        check_writeback(payload, Workspace.for_orchestrator(settings, orchestrator_id),
+                        max_memories=limits.max_memories_per_task,
+                        max_content_chars=limits.max_content_chars)
         app = create_app(settings)
         key, result = publish(app, WRITEBACK, orchestrator_id, "wb", payload)
     except OrchmemError as exc:
@@ -121,20 +139,22 @@ def write(cli: Cli, orchestrator_id: str, memory_type: str, content: str, summar
 @click.option("--type", "types", type=click.Choice(TYPES), multiple=True,
               help="Filter (repeatable).")
 @click.option("--limit", type=click.IntRange(1, 100_000), default=50, show_default=True)
+@missing_ok_option
 @json_option
 @pass_cli
 def list_(cli: Cli, orchestrator_id: str, status: str, types: tuple[str, ...], limit: int,
-          as_json: bool) -> None:
+          missing_ok: bool, as_json: bool) -> None:
     """List memories, newest first (reads the database directly)."""
-    odb = open_existing(cli.settings, orchestrator_id, as_json)
+    odb = open_existing(cli.settings, orchestrator_id, as_json, missing_ok)
     if odb is None:
         return
     nodes = list_memories(odb, status=None if status == "any" else Status(status),
                           types=list(types), limit=limit)
-    lines = [f"{n.memory_id}  {n.type.value:<11} {n.status.value:<10} imp {n.importance:>3} "
-             f"conf {n.confidence:.2f}  {one_line(n.content, 70)}" for n in nodes]
+    header = f"{'MEMORY ID':<29} {'TYPE':<11} {'STATUS':<10} {'IMP':>3} {'CONF':>4}  CONTENT"
+    lines = [f"{n.memory_id:<29} {n.type.value:<11} {n.status.value:<10} {n.importance:>3} "
+             f"{n.confidence:.2f}  {one_line(n.content, 70)}" for n in nodes]
     emit({"orchestratorId": orchestrator_id, "memories": [n.dump() for n in nodes]}, as_json,
-         "\n".join(lines) if lines else "no memories")
+         "\n".join([header, *lines]) if lines else "no memories")
 
 
 def queue_depths(settings: Settings) -> dict[str, int] | str:
@@ -176,15 +196,16 @@ def _overview(settings: Settings, as_json: bool) -> None:
 @click.command()
 @click.option("--orch", "orchestrator_id", metavar="ID",
               help="One orchestrator in detail (default: an overview of all).")
+@missing_ok_option
 @json_option
 @pass_cli
-def stats(cli: Cli, orchestrator_id: str | None, as_json: bool) -> None:
+def stats(cli: Cli, orchestrator_id: str | None, missing_ok: bool, as_json: bool) -> None:
     """Counts per type and status, embeddings missing, dead letters, queue depths,
     last bulletin and last ingest."""
     if orchestrator_id is None:
         _overview(cli.settings, as_json)
         return
-    odb = open_existing(cli.settings, orchestrator_id, as_json)
+    odb = open_existing(cli.settings, orchestrator_id, as_json, missing_ok)
     if odb is None:
         return
     data = memory_stats(odb)
@@ -217,23 +238,29 @@ def stats(cli: Cli, orchestrator_id: str | None, as_json: bool) -> None:
               help="Include superseded and retracted memories.")
 @click.option("--mode", type=click.Choice(["hybrid", "vector", "text"]), default="hybrid",
               show_default=True)
+@missing_ok_option
 @json_option
 @pass_cli
 def recall(cli: Cli, orchestrator_id: str, query: str, top_n: int | None, types: tuple[str, ...],
-           include_inactive: bool, mode: str, as_json: bool) -> None:
-    """Recall the memories most relevant to QUERY (hybrid: vectors + full text, fused by RRF)."""
-    bundle = recall_memories(orchestrator_id, query, databases=Databases(cli.settings),
+           include_inactive: bool, mode: str, missing_ok: bool, as_json: bool) -> None:
+    """Recall the memories most relevant to QUERY (hybrid: vectors + full text, fused by RRF).
+
+    Loads the embedding model in this process (a few seconds, ~500 MB) on each run.
+    """
+    require_orchestrator(cli.settings, orchestrator_id, missing_ok)
+    bundle = recall_memories(orchestrator_id, query,
+                             databases=Databases(cli.settings, readonly=True),
                              top_n=top_n, types=list(types) or None,
                              include_inactive=include_inactive, mode=mode)
     lines = []
     for item in bundle.nodes:
-        m, s = item.memory, item.scores
-        ranks = f"v#{s.vector_rank or '-'} t#{s.text_rank or '-'}"
-        lines.append(f"{item.rank:>3}. {m.type.value:<11} {m.memory_id}  score {s.score:.5f} "
-                     f"({ranks})\n     {one_line(m.content, 100)}")
+        m = item.memory
+        lines.append(f"{item.rank:>3}. {m.type.value:<11} {m.memory_id}  score "
+                     f"{item.scores.score:.5f} ({found_by(item.scores)})\n"
+                     f"     {one_line(m.content, 100)}")
     lines.extend(f"warning: {w}" for w in bundle.warnings)
     if not bundle.nodes:
-        lines.insert(0, "no memories found")
+        lines.insert(0, "nothing relevant found")
     lines.append(f"({len(bundle.nodes)} memories, {len(bundle.edges)} edges, {bundle.took_ms} ms)")
     emit(bundle.dump(), as_json, "\n".join(lines))
 

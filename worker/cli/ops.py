@@ -27,7 +27,7 @@ from ..publish import publish
 from ..routing import shard_queues
 from ..schedule import beat_schedule
 from ..supervisor import Supervisor
-from .common import Cli, emit, json_option, pass_cli
+from .common import EXIT_UNAVAILABLE, Cli, emit, json_option, pass_cli
 from .memory import wait_for
 
 
@@ -282,7 +282,7 @@ def reembed(cli: Cli, orchestrator_ids: tuple[str, ...], wait: bool, timeout: fl
     report = {"ok": left == 0, "embedder": version, "total": total, "remaining": left}
     emit(report, as_json, f"done: {total - left} re-embedded, {left} remaining")
     if left:
-        raise SystemExit(2)
+        raise SystemExit(EXIT_UNAVAILABLE)
 
 
 @click.command()
