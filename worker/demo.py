@@ -8,6 +8,7 @@ superseded and a cross-orchestrator request denied. The root is left for inspect
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import signal
@@ -191,7 +192,14 @@ def _diagnostics(trace: Trace, bot: ReferenceOrchestrator) -> None:
 
 def _denied(trace: Trace, clients: dict[str, MemoryClient]) -> None:
     trace.rule("home-helper asks for acme-support's memory")
-    bundle = clients["home-helper"].recall("Dana", orchestrator_id="acme-support")
+    # The client also logs the denial as a WARNING; the trace shows it once, below.
+    client_log = logging.getLogger("orchmem.worker.client")
+    level = client_log.level
+    client_log.setLevel(logging.ERROR)
+    try:
+        bundle = clients["home-helper"].recall("Dana", orchestrator_id="acme-support")
+    finally:
+        client_log.setLevel(level)
     trace.echo(f"   denied: {len(bundle.nodes)} memories returned; {bundle.warnings[0]}")
     log = read_log(clients["home-helper"].databases.workspace("home-helper").log_path)
     denial = next(r for r in reversed(log) if r["event"] == "scope_denied")
