@@ -54,6 +54,9 @@ class RetrievalSettings(_Section):
     confidence_weight: float = Field(0.2, ge=0.0, le=1.0)
     #: Penalty on a memory contradicted by a newer active one: factor 1 - p.
     contradiction_penalty: float = Field(0.25, ge=0.0, le=1.0)
+    #: Favour for memories of the type a question asks about ("what did we decide" →
+    #: Decision): their score is multiplied by 1 + this (models/intent.py).
+    intent_weight: float = Field(0.3, ge=0.0, le=2.0)
     #: How long a client's recall waits for its own unfinished write-backs.
     read_your_writes_timeout_s: float = Field(5.0, ge=0.0, le=120.0)
 

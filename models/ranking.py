@@ -21,8 +21,9 @@ can be switched off in settings (``memory.retrieval.*_weight``)::
     recency       f_rec  = (1 - w_rec) + w_rec · 0.5 ^ (age_days / half_life_days)
     confidence    f_conf = (1 - w_conf) + w_conf · confidence
     contradiction f_con  = 1 - p   if an active newer memory Contradicts it, else 1
+    intent        f_int  = 1 + w_int  if the question asks for d's type (models/intent.py)
 
-    score(d) = rrf(d) · f_imp · f_rec · f_conf · f_con
+    score(d) = rrf(d) · f_imp · f_rec · f_conf · f_con · f_int
 
 ``age_days`` is measured from the memory's ``createdAt`` to ``now`` (never negative).
 The contradiction penalty falls on the contradicted (older) end of an unresolved
@@ -50,6 +51,7 @@ class Features:
     confidence: float
     created_at: datetime
     contradicted: bool = False
+    memory_type: str = ""
 
 
 @dataclass(frozen=True)
@@ -58,10 +60,12 @@ class Modifiers:
     recency: float
     confidence: float
     contradiction: float
+    intent: float = 1.0
 
     @property
     def product(self) -> float:
-        return self.importance * self.recency * self.confidence * self.contradiction
+        return (self.importance * self.recency * self.confidence * self.contradiction
+                * self.intent)
 
 
 @dataclass(frozen=True)
@@ -109,27 +113,31 @@ def contradiction_factor(contradicted: bool, penalty: float) -> float:
     return 1.0 - penalty if contradicted else 1.0
 
 
-def modifiers(features: Features, params: RetrievalSettings, now: datetime) -> Modifiers:
+def modifiers(features: Features, params: RetrievalSettings, now: datetime,
+              favoured: frozenset[str] = frozenset()) -> Modifiers:
     age_days = (now - features.created_at).total_seconds() / 86_400.0
     return Modifiers(
         importance=importance_factor(features.importance, params.importance_weight),
         recency=recency_factor(age_days, params.recency_weight, params.recency_half_life_days),
         confidence=confidence_factor(features.confidence, params.confidence_weight),
         contradiction=contradiction_factor(features.contradicted, params.contradiction_penalty),
+        intent=1.0 + params.intent_weight if features.memory_type in favoured else 1.0,
     )
 
 
 def fuse(vector_ids: Sequence[str], text_ids: Sequence[str], features: dict[str, Features],
-         params: RetrievalSettings, now: datetime, top_n: int) -> list[Ranked]:
+         params: RetrievalSettings, now: datetime, top_n: int,
+         favoured: frozenset[str] = frozenset()) -> list[Ranked]:
     """Fuse two ranked id lists and apply the modifiers; the best ``top_n``, best first.
 
-    Every id of either list must have an entry in ``features``.
+    Every id of either list must have an entry in ``features``; ``favoured`` are the
+    memory types the question asks about.
     """
     vector_ranks, text_ranks = ranks(vector_ids), ranks(text_ids)
     fused = rrf([vector_ranks, text_ranks], params.rrf_k)
     ranked = []
     for memory_id, base in fused.items():
-        mods = modifiers(features[memory_id], params, now)
+        mods = modifiers(features[memory_id], params, now, favoured)
         ranked.append(Ranked(memory_id=memory_id, score=base * mods.product, rrf=base,
                              vector_rank=vector_ranks.get(memory_id),
                              text_rank=text_ranks.get(memory_id), modifiers=mods))

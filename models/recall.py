@@ -26,6 +26,7 @@ from orchmem.config.settings import RetrievalSettings
 from . import textquery
 from .contradictions import contradicted
 from .embedding import get_embedder
+from .intent import favoured_types
 from .memlog import MemoryLog
 from .ranking import Features, Ranked, fuse
 from .schema import (
@@ -67,6 +68,8 @@ class Scores(WireModel):
     recency: float
     confidence: float
     contradiction: float
+    #: The favour of a question that asks for this memory's type (models/intent.py).
+    intent: float = 1.0
 
 
 class RecalledMemory(WireModel):
@@ -245,7 +248,7 @@ def _answer(odb: OrchestratorDB, search: _Search, encoded: tuple[np.ndarray, str
     vector_ids = [h.memory_id for h in vector_hits]
     text_ids = [h.memory_id for h in text_hits]
     ranked = fuse(vector_ids, text_ids, _features(odb, [*{*vector_ids, *text_ids}]),
-                  search.params, now, search.limit)
+                  search.params, now, search.limit, favoured_types(search.text))
     found = recall_reads.assembly(odb, [r.memory_id for r in ranked])
     return {
         **_bundle(found, ranked, {h.memory_id: h.cosine for h in vector_hits},
@@ -275,7 +278,8 @@ def _features(odb: OrchestratorDB, ids: list[str]) -> dict[str, Features]:
     penalized = contradicted(contradictions(odb, ids)) if ids else set()
     return {r.memory_id: Features(memory_id=r.memory_id, importance=r.importance,
                                   confidence=r.confidence, created_at=parse_ts(r.created_at),
-                                  contradicted=r.memory_id in penalized)
+                                  contradicted=r.memory_id in penalized,
+                                  memory_type=r.type)
             for r in recall_reads.rank_inputs(odb, ids)}
 
 
@@ -291,7 +295,7 @@ def _bundle(found: recall_reads.Assembly, ranked: list[Ranked], cosines: dict[st
                 text_rank=item.text_rank, vector_cosine=cosines.get(item.memory_id),
                 text_bm25=bm25s.get(item.memory_id), importance=mods.importance,
                 recency=mods.recency, confidence=mods.confidence,
-                contradiction=mods.contradiction)))
+                contradiction=mods.contradiction, intent=mods.intent)))
     by_memory: dict[str, list[SourceRecord]] = {}
     for captured in found.sources:
         bucket = by_memory.setdefault(captured.memory_id, [])

@@ -27,6 +27,7 @@ class RankInputs:
     importance: int
     confidence: float
     created_at: str
+    type: str
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ def rank_inputs(odb: OrchestratorDB, ids: Sequence[str]) -> list[RankInputs]:
     """Importance, confidence and createdAt of each of ``ids`` that exists."""
     if not ids:
         return []
-    rows = odb.sql(f"SELECT memory_id, importance, confidence, created_at FROM memories "
+    rows = odb.sql(f"SELECT memory_id, importance, confidence, created_at, type FROM memories "
                    f"WHERE memory_id IN ({','.join('?' * len(ids))})", list(ids))
     return [RankInputs(*row) for row in rows]
 
