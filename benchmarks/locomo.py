@@ -7,7 +7,9 @@ question of categories 1-4 the benchmark recalls the top k and counts the eviden
 turns found (recall@k: mean fraction of evidence dia_ids; hit@k: at least one).
 
 The data is read from ../shared/bench/data/locomo7.json (see SOURCES.md there); it is
-never copied into this repository.
+never copied into this repository. The relevance floor is measured both ways: recall@k
+with and without it, and the share of empty answers to questions about nothing in the
+conversation (benchmarks/data/unrelated_questions.txt, asked of every conversation).
 
     python benchmarks/locomo.py                       # all modes, default settings
     python benchmarks/locomo.py --conversations 2     # a quick run
@@ -34,6 +36,7 @@ from orchmem.models.storage.database import Databases
 from orchmem.models.writeback import write_memories
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "bench" / "data" / "locomo7.json"
+UNRELATED = Path(__file__).resolve().parent / "data" / "unrelated_questions.txt"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 KS = (5, 10, 20)
 
@@ -95,6 +98,9 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
         variants[mode] = (mode, base)
     variants["hybrid-no-modifiers"] = ("hybrid", off)
     variants["hybrid-rrf_k-60"] = ("hybrid", base.model_copy(update={"rrf_k": 60}))
+    variants["hybrid-no-floor"] = ("hybrid", base.model_copy(update={"min_similarity": 0.0}))
+    unrelated = [q for q in UNRELATED.read_text().splitlines() if q.strip()]
+    empty: dict[str, list[float]] = {v: [] for v in variants}
     totals: dict[str, dict[str, Any]] = {
         v: {"all": {k: [] for k in KS}, "hit": {k: [] for k in KS},
             **{c: {k: [] for k in KS} for c in CATEGORIES.values()}} for v in variants}
@@ -129,6 +135,11 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
                         totals[name]["all"][k].append(fraction)
                         totals[name]["hit"][k].append(1.0 if top & set(evidence) else 0.0)
                         totals[name][category][k].append(fraction)
+            for question in unrelated:
+                for name, (mode, params) in variants.items():
+                    bundle = recall(orch, question, databases=databases, mode=mode,
+                                    params=params, now=now)  # type: ignore[arg-type]
+                    empty[name].append(0.0 if bundle.nodes else 1.0)
         elapsed = time.time() - started
 
     def mean(values: list[float]) -> float:
@@ -136,7 +147,8 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
 
     report: dict[str, Any] = {"benchmark": "locomo_evidence_recall",
                               "conversations": [s["sample_id"] for s in data],
-                              "questions": questions, "seconds": round(elapsed, 1),
+                              "questions": questions, "unrelated_questions": len(unrelated),
+                              "seconds": round(elapsed, 1),
                               "results": {}}
     for name in variants:
         entry = {f"recall@{k}": mean(totals[name]["all"][k]) for k in KS}
@@ -145,6 +157,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
                                 for c in CATEGORIES.values()}
         ordered = sorted(latency[name])
         entry["latency_ms_p50"] = round(ordered[len(ordered) // 2], 2) if ordered else None
+        entry["unrelated_empty_share"] = mean(empty[name])
         report["results"][name] = entry
     r = report["results"]
     report["settings"] = base.model_dump()

@@ -57,6 +57,12 @@ class RetrievalSettings(_Section):
     #: Favour for memories of the type a question asks about ("what did we decide" →
     #: Decision): their score is multiplied by 1 + this (models/intent.py).
     intent_weight: float = Field(0.3, ge=0.0, le=2.0)
+    #: Relevance floor: a memory is returned only if its cosine similarity to the query
+    #: reaches min_similarity, or min_similarity_text when full-text search found it
+    #: too (README "Relevance floor": measured on LoCoMo and unrelated questions).
+    #: min_similarity = 0 turns the floor off.
+    min_similarity: float = Field(0.25, ge=0.0, le=1.0)
+    min_similarity_text: float = Field(0.2, ge=0.0, le=1.0)
     #: How long a client's recall waits for its own unfinished write-backs.
     read_your_writes_timeout_s: float = Field(5.0, ge=0.0, le=120.0)
 

@@ -35,7 +35,7 @@ same order.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -127,11 +127,13 @@ def modifiers(features: Features, params: RetrievalSettings, now: datetime,
 
 def fuse(vector_ids: Sequence[str], text_ids: Sequence[str], features: dict[str, Features],
          params: RetrievalSettings, now: datetime, top_n: int,
-         favoured: frozenset[str] = frozenset()) -> list[Ranked]:
+         favoured: frozenset[str] = frozenset(),
+         keep: Callable[[str], bool] | None = None) -> list[Ranked]:
     """Fuse two ranked id lists and apply the modifiers; the best ``top_n``, best first.
 
     Every id of either list must have an entry in ``features``; ``favoured`` are the
-    memory types the question asks about.
+    memory types the question asks about. ``keep`` (the relevance floor) drops ids
+    after fusion, so the ranks of the others are those of the full lists.
     """
     vector_ranks, text_ranks = ranks(vector_ids), ranks(text_ids)
     fused = rrf([vector_ranks, text_ranks], params.rrf_k)
@@ -142,4 +144,6 @@ def fuse(vector_ids: Sequence[str], text_ids: Sequence[str], features: dict[str,
                              vector_rank=vector_ranks.get(memory_id),
                              text_rank=text_ranks.get(memory_id), modifiers=mods))
     ranked.sort(key=lambda r: (-r.score, r.memory_id))
+    if keep is not None:
+        ranked = [r for r in ranked if keep(r.memory_id)]
     return ranked[:top_n]

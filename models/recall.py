@@ -15,7 +15,7 @@ requester's memory.log.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
@@ -247,15 +247,42 @@ def _answer(odb: OrchestratorDB, search: _Search, encoded: tuple[np.ndarray, str
         vector_hits, vector_available = _vector_side(odb, encoded, search, warnings)
     vector_ids = [h.memory_id for h in vector_hits]
     text_ids = [h.memory_id for h in text_hits]
-    ranked = fuse(vector_ids, text_ids, _features(odb, [*{*vector_ids, *text_ids}]),
-                  search.params, now, search.limit, favoured_types(search.text))
+    cosines = {h.memory_id: h.cosine for h in vector_hits}
+    floor = None
+    if encoded is not None and vector_available:
+        cosines.update(vectors.similarities(odb, encoded[0], embedder=encoded[1],
+                                            ids=[m for m in text_ids if m not in cosines]))
+        floor = relevance_floor(cosines, set(text_ids), search.params)
+    if search.params.min_similarity <= 0:
+        floor = None  # the floor is off
+    candidates = [*{*vector_ids, *text_ids}]
+    ranked = fuse(vector_ids, text_ids, _features(odb, candidates), search.params, now,
+                  search.limit, favoured_types(search.text), keep=floor)
     found = recall_reads.assembly(odb, [r.memory_id for r in ranked])
     return {
-        **_bundle(found, ranked, {h.memory_id: h.cosine for h in vector_hits},
-                  {h.memory_id: h.bm25 for h in text_hits}),
+        **_bundle(found, ranked, cosines, {h.memory_id: h.bm25 for h in text_hits}),
         "vector_available": vector_available,
-        "candidates": {"vector": len(vector_hits), "text": len(text_hits)},
+        "candidates": {"vector": len(vector_hits), "text": len(text_hits),
+                       "belowFloor": sum(1 for m in candidates if floor and not floor(m))},
     }
+
+
+def relevance_floor(cosines: dict[str, float], text_ids: set[str],
+                    params: RetrievalSettings) -> Callable[[str], bool]:
+    """Whether a candidate is relevant enough to return (README "Relevance floor").
+
+    Its cosine similarity to the query must reach ``min_similarity``, or, when full-text
+    search found it too, ``min_similarity_text``. A memory with no vector yet is kept
+    when full text found it. ``min_similarity`` 0 turns the floor off (the caller's
+    test): cosines can be negative.
+    """
+    def keep(memory_id: str) -> bool:
+        cosine = cosines.get(memory_id)
+        if cosine is None:
+            return memory_id in text_ids
+        return cosine >= params.min_similarity or (
+            memory_id in text_ids and cosine >= params.min_similarity_text)
+    return keep
 
 
 def _vector_side(odb: OrchestratorDB, encoded: tuple[np.ndarray, str], search: _Search,

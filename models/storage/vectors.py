@@ -195,6 +195,20 @@ def search(odb: OrchestratorDB, query: np.ndarray, *, embedder: str, limit: int,
             window *= 4
 
 
+def similarities(odb: OrchestratorDB, query: np.ndarray, *, embedder: str,
+                 ids: Sequence[str]) -> dict[str, float]:
+    """The cosine of ``query`` with each of ``ids`` that has a vector of ``embedder``."""
+    if not ids:
+        return {}
+    index = index_for(odb, embedder, int(query.shape[0]))
+    with index.lock:
+        present = sorted({m for m in ids if m in index.positions})
+        if not present:
+            return {}
+        scores = dot(index.matrix[np.array([index.positions[m] for m in present])], query)
+    return {m: float(c) for m, c in zip(present, scores, strict=True)}
+
+
 def store_embeddings(ids_and_vectors: Iterable[tuple[str, np.ndarray]], embedder: str) -> int:
     """Upsert vectors (inside a write transaction); each gets a new change seq."""
     now = format_ts(utc_now())
