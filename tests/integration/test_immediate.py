@@ -78,13 +78,13 @@ def test_immediate_client_writes_recalls_edits_and_builds_a_bulletin_with_no_bro
     assert to_broker(no_network) == []
 
 
-def test_immediate_client_reports_a_bad_write_in_its_result(
+def test_immediate_client_refuses_a_bad_write_at_once(
         offline_settings: Settings, no_network: list[str]) -> None:
     client = MemoryClient(unique_id("immediate-bad"), offline_settings, immediate=True)
     handle = client.write_back(memories=[{"type": "Fact"}])
-    result = handle.wait()
-    assert result is not None and result["ok"] is False
-    assert "content" in result["message"]
+    assert handle.ok is False and handle.error == "validation"
+    assert handle.errors == [{"path": "memories.0.content", "message": "Field required"}]
+    assert handle.wait() is None
     assert client.recall("anything").nodes == []
     assert to_broker(no_network) == []
 
