@@ -61,7 +61,7 @@ class RetrievalSettings(_Section):
     #: reaches min_similarity, or min_similarity_text when full-text search found it
     #: too (README "Relevance floor": measured on LoCoMo and unrelated questions).
     #: min_similarity = 0 turns the floor off.
-    min_similarity: float = Field(0.25, ge=0.0, le=1.0)
+    min_similarity: float = Field(0.3, ge=0.0, le=1.0)
     min_similarity_text: float = Field(0.2, ge=0.0, le=1.0)
     #: How long a client's recall waits for its own unfinished write-backs.
     read_your_writes_timeout_s: float = Field(5.0, ge=0.0, le=120.0)
