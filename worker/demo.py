@@ -72,7 +72,7 @@ class Trace:
     def recalled(self, reply: Reply) -> None:
         nodes = reply.selector.bundle.nodes
         if not nodes:
-            self.echo("   recalled: nothing yet")
+            self.echo("   recalled: nothing relevant")
         for item in nodes[:3]:
             s = item.scores
             self.echo(f"   recalled #{item.rank} {item.memory.type.value} "
