@@ -10,6 +10,7 @@ import click
 from orchmem.config import OrchmemError
 
 from . import edits, memory, ops
+from . import tokens as token_commands
 from .common import Cli, fail
 
 
@@ -45,4 +46,6 @@ def main(ctx: click.Context, config: str | None, root: str | None) -> None:
 
 
 for command in (*ops.COMMANDS, *memory.COMMANDS, *edits.COMMANDS):
+    main.add_command(command)
+for command in token_commands.COMMANDS:
     main.add_command(command)
