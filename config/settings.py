@@ -249,6 +249,17 @@ class ApiSettings(_Section):
     immediate: bool = False
 
 
+class ReaderSettings(_Section):
+    """Recall over the queue: ``orchmem reader`` and ``MemoryClient(..., remote=True)``."""
+
+    #: Threads of one reader worker (read-only connections; the shard's writer is not
+    #: blocked by them).
+    concurrency: int = Field(4, ge=1, le=256)
+    #: How long a remote recall waits for the reader's answer, beyond its wait for the
+    #: caller's own pending writes; then it returns an empty bundle with a warning.
+    timeout_s: float = Field(5.0, gt=0.0, le=600.0)
+
+
 class Settings(BaseSettings):
     """Every setting of orchmem. Build it with :func:`load_settings`."""
 
@@ -271,6 +282,7 @@ class Settings(BaseSettings):
     beat: BeatSettings = Field(default_factory=BeatSettings)
     flower: FlowerSettings = Field(default_factory=FlowerSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
+    reader: ReaderSettings = Field(default_factory=ReaderSettings)
     orchestrators: dict[str, OrchestratorSettings] = Field(default_factory=dict)
     #: The TOML file these settings were read from, passed on to child processes.
     _config_path: Path | None = PrivateAttr(default=None)
