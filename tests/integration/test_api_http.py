@@ -14,7 +14,9 @@ from urllib.parse import unquote
 import httpx
 import pytest
 from api_testing import ApiServer, immediate_settings, start_api
+from orchmem_testing import WorkerProcess, unique_id
 
+from orchmem.config import Settings
 from orchmem.models.embedding import Embedder
 from orchmem.models.memlog import read_log
 from orchmem.models.recall import recall as local_recall
@@ -320,3 +322,26 @@ def test_a_thousand_forged_cross_orchestrator_requests_are_refused_and_logged(
     assert denied_after - denied_before == statuses[403]
     assert statuses[401] > 100 and statuses[403] > 100
     assert not any("forged memory" in str(r) for r in read_log(beta_log))
+
+
+def test_the_api_in_broker_mode_writes_through_the_worker(settings: Settings,
+                                                          worker: WorkerProcess) -> None:
+    orch = unique_id("api-broker")
+    # A loaded machine may take a while: wait for the worker as long as the CLI does.
+    patient = settings.model_copy(update={"api": settings.api.model_copy(
+        update={"wait_timeout_s": 50})})
+    server = start_api(patient, [orch])
+    try:
+        with httpx.Client(base_url=server.url, timeout=120) as http:
+            written = http.post(f"{BASE}/{orch}/writeback", headers=server.auth(orch),
+                                json={"memories": [_memory("The broker path stores this")]})
+            assert written.status_code == 200, (written.text, worker.log())
+            memory_id = written.json()["result"]["memoryIds"][0]
+            found = http.get(f"{BASE}/{orch}/recall", headers=server.auth(orch),
+                             params={"q": "what does the broker path store?"}).json()
+            assert found["nodes"][0]["memory"]["memoryId"] == memory_id
+            queued = http.post(f"{BASE}/{orch}/forget", headers=server.auth(orch),
+                               params={"wait": "false"}, json={"memoryId": memory_id})
+            assert queued.status_code == 202 and queued.json()["queued"] is True
+    finally:
+        server.stop()
