@@ -27,6 +27,7 @@ from recall_latency import PEOPLE, QUESTIONS, THINGS, build
 from orchmem.config import Settings
 from orchmem.models.embedding import get_embedder
 from orchmem.models.storage.database import Databases
+from orchmem.models.storage.events import set_meta
 from orchmem.worker import MemoryClient
 from orchmem.worker.app import create_app
 from orchmem.worker.tomlwrite import to_toml
@@ -58,6 +59,19 @@ def reader_process(settings: Settings, concurrency: int) -> Iterator[None]:
             os.killpg(proc.pid, signal.SIGKILL)
 
 
+def ensure_built(settings: Settings, orch: str, size: int) -> float:
+    """Build the orchestrator's memories unless a kept root already holds them."""
+    databases = Databases(settings)
+    odb = databases.open(orch)
+    assert odb is not None
+    if odb.meta("bench_size") == str(size):
+        return 0.0
+    build_s = build(databases, orch, size, get_embedder(settings.embedding), seed=size)
+    with odb.write():
+        set_meta("bench_size", str(size))
+    return build_s
+
+
 def _time(client: MemoryClient, query: str) -> tuple[float, list[str]]:
     started = time.perf_counter()
     bundle = client.recall(query)
@@ -71,15 +85,15 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=10_000)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--concurrency", type=int, default=2)
+    parser.add_argument("--root", help="keep the database here and reuse it (default: temp)")
     args = parser.parse_args()
     rng = random.Random(7)
     queries = [rng.choice(QUESTIONS).format(p=rng.choice(PEOPLE), t=rng.choice(THINGS))
                for _ in range(args.queries)]
-    with temp_root(None) as root, redis_server(root / "redis") as url:
+    with temp_root(args.root) as root, redis_server(root / "redis") as url:
         settings = settings_for(root, url)
         orch = f"bench-remote-{args.size}"
-        build_s = build(Databases(settings), orch, args.size, get_embedder(settings.embedding),
-                        seed=args.size)
+        build_s = ensure_built(settings, orch, args.size)
         local, remote = MemoryClient(orch, settings), MemoryClient(orch, settings, remote=True)
         with reader_process(settings, args.concurrency):
             for query in queries[:20]:  # warm both sides: index loaded, caches hot
