@@ -240,6 +240,36 @@ class OrchestratorSettings(_Section):
         return value
 
 
+class ApiSettings(_Section):
+    """The HTTP API (``orchmem serve``) and the MCP server's HTTP transport."""
+
+    address: str = "127.0.0.1"
+    port: int = Field(8765, ge=1, le=65_535)
+    #: Largest request body accepted; counted while the body is read, whatever
+    #: Content-Length says. Larger requests get 413 ``too_large``.
+    max_body_bytes: int = Field(1_048_576, ge=1024, le=64 * 1_048_576)
+    #: Longest recall query (``q``), in characters.
+    max_query_chars: int = Field(4000, ge=1, le=100_000)
+    #: How long a write-back, edit or ingest request waits for the worker's result
+    #: before answering 202 (still queued) instead.
+    wait_timeout_s: float = Field(30.0, ge=0.0, le=3600.0)
+    #: Run the tasks in the server's own process (``MemoryClient(immediate=True)``): no
+    #: broker and no worker. For one host and small set-ups; the server is then the
+    #: orchestrators' only writer and must be the only one.
+    immediate: bool = False
+
+
+class ReaderSettings(_Section):
+    """Recall over the queue: ``orchmem reader`` and ``MemoryClient(..., remote=True)``."""
+
+    #: Threads of one reader worker (read-only connections; the shard's writer is not
+    #: blocked by them).
+    concurrency: int = Field(4, ge=1, le=256)
+    #: How long a remote recall waits for the reader's answer, beyond its wait for the
+    #: caller's own pending writes; then it returns an empty bundle with a warning.
+    timeout_s: float = Field(5.0, gt=0.0, le=600.0)
+
+
 class Settings(BaseSettings):
     """Every setting of orchmem. Build it with :func:`load_settings`."""
 
@@ -261,6 +291,8 @@ class Settings(BaseSettings):
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
     beat: BeatSettings = Field(default_factory=BeatSettings)
     flower: FlowerSettings = Field(default_factory=FlowerSettings)
+    api: ApiSettings = Field(default_factory=ApiSettings)
+    reader: ReaderSettings = Field(default_factory=ReaderSettings)
     orchestrators: dict[str, OrchestratorSettings] = Field(default_factory=dict)
     #: The TOML file these settings were read from, passed on to child processes.
     _config_path: Path | None = PrivateAttr(default=None)

@@ -21,7 +21,7 @@ from orchmem.tasks.maintenance import FANOUT
 from orchmem.tasks.publish import send
 
 from .broker import broker_url as resolve_broker_url
-from .routing import ShardRouter, all_queues, queue_name
+from .routing import ShardRouter, all_queues, queue_name, read_queues
 
 logger = logging.getLogger(__name__)
 
@@ -31,17 +31,19 @@ TASK_MODULES = (
     "orchmem.tasks.edits",
     "orchmem.tasks.ingest",
     "orchmem.tasks.bulletin",
+    "orchmem.tasks.read",
 )
 
 
 class OrchmemCelery(Celery):
     """A Celery app that knows orchmem's settings and this process's databases."""
 
-    def __init__(self, settings: Settings, broker: str) -> None:
+    def __init__(self, settings: Settings, broker: str, *, readonly: bool = False) -> None:
         super().__init__("orchmem", broker=broker, backend=broker, include=list(TASK_MODULES),
                          set_as_current=False)
         self.settings = settings
-        self.databases = Databases(settings)
+        #: A reader worker's app opens the files read-only (``orchmem reader``).
+        self.databases = Databases(settings, readonly=readonly)
 
     def queue_of(self, task: str, kwargs: dict[str, Any], shards: int | None = None) -> str:
         """The queue ``task`` with ``kwargs`` is routed to, under ``shards`` shards (default:
@@ -107,7 +109,8 @@ def celery_config(settings: Settings, broker: str, client: bool = False) -> dict
             settings.worker.cancel_long_running_tasks_on_connection_loss,
         "task_time_limit": settings.worker.task_time_limit_s,
         "task_routes": (ShardRouter(settings),),
-        "task_queues": [Queue(name, routing_key=name) for name in all_queues(settings)],
+        "task_queues": [Queue(name, routing_key=name)
+                        for name in (*all_queues(settings), *read_queues(settings))],
         "task_default_queue": queue_name(settings, 0),
         "task_create_missing_queues": False,
         "worker_max_tasks_per_child": settings.worker.max_tasks_per_child or None,
@@ -122,14 +125,14 @@ def celery_config(settings: Settings, broker: str, client: bool = False) -> dict
 
 
 def create_app(settings: Settings, broker: str | None = None, *,
-               client: bool = False) -> OrchmemCelery:
+               client: bool = False, readonly: bool = False) -> OrchmemCelery:
     """A configured app; ``broker`` defaults to the configured or embedded broker.
 
     ``client=True`` is the orchestrator side: short retries, so an outage fails fast.
     Raises BrokerUnavailable when no broker URL can be found.
     """
     url = broker or resolve_broker_url(settings)
-    app = OrchmemCelery(settings, url)
+    app = OrchmemCelery(settings, url, readonly=readonly)
     app.conf.update(celery_config(settings, url, client=client))
     return app
 

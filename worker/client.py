@@ -54,6 +54,7 @@ from orchmem.tasks.writeback import WRITEBACK
 from .app import OrchmemCelery, create_app, create_immediate_app
 from .handles import BulletinResult, Context, WriteHandle, task_result
 from .pending import PendingWrites
+from .remote import empty_bundle, remote_recall
 
 logger = logging.getLogger(__name__)
 
@@ -79,8 +80,10 @@ class MemoryClient:
 
     def __init__(self, orchestrator_id: str, settings: Settings | None = None, *,
                  app: OrchmemCelery | None = None, databases: Databases | None = None,
-                 immediate: bool = False) -> None:
+                 immediate: bool = False, remote: bool = False) -> None:
         check_orchestrator_id(orchestrator_id)
+        #: Recall through the shard's read queue (``orchmem reader``): see :mod:`.remote`.
+        self.remote = remote
         self.orchestrator_id = orchestrator_id
         self.settings = settings or load_settings()
         self.memory = self.settings.memory_for(orchestrator_id)
@@ -373,7 +376,11 @@ class MemoryClient:
         target = orchestrator_id or self.orchestrator_id
         warnings: list[str] = []
         if not self.memory.enabled:
-            return _empty_bundle(target, query, ["memory is disabled (memory.enabled = false)"])
+            return empty_bundle(target, query, ["memory is disabled (memory.enabled = false)"])
+        if self.remote and target == self.orchestrator_id:
+            return remote_recall(self, query, top_n=top_n, types=types, memory_ids=memory_ids,
+                                 include_inactive=include_inactive,
+                                 wait_for_writes=wait_for_writes)
         try:
             if wait_for_writes:
                 left = self.wait_for_writes()
@@ -384,7 +391,7 @@ class MemoryClient:
                             include_inactive=include_inactive, memory_ids=memory_ids,
                             requester=self.orchestrator_id)
         except Exception as exc:
-            return _empty_bundle(target, query, [*warnings, self._warn("recall", exc)])
+            return empty_bundle(target, query, [*warnings, self._warn("recall", exc)])
         if warnings:
             bundle = bundle.model_copy(update={"warnings": [*bundle.warnings, *warnings]})
         return bundle
@@ -452,17 +459,9 @@ class MemoryClient:
         if top_n is None:
             raise ValueError(f"purpose must be selector, step or diagnostics, not {purpose!r}")
         bulletin = bulletin or self.bulletin()
-        bundle = self.recall(query, top_n=top_n) if top_n else _empty_bundle(
+        bundle = self.recall(query, top_n=top_n) if top_n else empty_bundle(
             self.orchestrator_id, query, [])
         text = render_context(purpose, query, bulletin, bundle, limits.max_chars,
                               with_sources=purpose == "diagnostics")
         return Context(purpose=purpose, text=text, bulletin=bulletin, bundle=bundle,
                        warnings=[*bulletin.warnings, *bundle.warnings])
-
-
-def _empty_bundle(orchestrator_id: str, query: str, warnings: list[str]) -> RecallBundle:
-    return RecallBundle.model_construct(
-        orchestrator_id=orchestrator_id, query=query, nodes=[], edges=[], neighbors=[],
-        provenance=[], mode="hybrid", vector_available=False,
-        candidates={"vector": 0, "text": 0}, warnings=warnings, took_ms=0.0)
-

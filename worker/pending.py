@@ -47,6 +47,20 @@ class PendingWrites:
             while len(self._until) > MAX_PENDING:
                 self._until.pop(next(iter(self._until)))
 
+    def keys(self) -> list[str]:
+        """The writes still waited for (those past their limit are dropped)."""
+        now = time.monotonic()
+        with self._lock:
+            for key in [k for k, until in self._until.items() if until <= now]:
+                del self._until[key]
+            return list(self._until)
+
+    def settle(self, keys: set[str]) -> None:
+        """Forget writes known committed (a reader worker saw their receipts)."""
+        with self._lock:
+            for key in keys:
+                self._until.pop(key, None)
+
     def wait(self, timeout: float | None = None) -> list[str]:
         """Wait until every tracked write is committed or given up on, at most
         ``timeout`` seconds (default ``timeout_s``); returns the keys not committed."""

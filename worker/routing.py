@@ -21,10 +21,14 @@ from typing import Any
 from orchmem.config import MemoryValidationError, Settings, check_orchestrator_id
 from orchmem.tasks.ingest import INGEST_SCAN
 from orchmem.tasks.maintenance import DEADLETTER_RETRY, FANOUT, GC, INTEGRITY, OUTBOX, REEMBED
+from orchmem.tasks.read import RECALL_READ
 
 #: Tasks that go to a shard's control queue.
 CONTROL_TASKS = frozenset({FANOUT, OUTBOX, INGEST_SCAN, REEMBED, INTEGRITY, GC,
                            DEADLETTER_RETRY})
+
+#: Tasks that go to a shard's read queue, served by ``orchmem reader`` (no writes).
+READ_TASKS = frozenset({RECALL_READ})
 
 
 def shard_for(settings: Settings, orchestrator_id: str) -> int:
@@ -45,6 +49,14 @@ def control_queue_name(settings: Settings, shard: int) -> str:
     return f"{settings.queue_prefix}.{shard}.control"
 
 
+def read_queue_name(settings: Settings, shard: int) -> str:
+    return f"{settings.queue_prefix}.{shard}.read"
+
+
+def read_queues(settings: Settings) -> list[str]:
+    return [read_queue_name(settings, shard) for shard in range(settings.shards)]
+
+
 def shard_queues(settings: Settings, shard: int) -> list[str]:
     """The queues one shard's worker reads, in the order it reads them: control first."""
     return [control_queue_name(settings, shard), queue_name(settings, shard)]
@@ -53,6 +65,8 @@ def shard_queues(settings: Settings, shard: int) -> list[str]:
 def queue_for(settings: Settings, orchestrator_id: str, task: str | None = None) -> str:
     """The queue of ``orchestrator_id``'s shard that ``task`` goes to (data by default)."""
     shard = shard_for(settings, orchestrator_id)
+    if task in READ_TASKS:
+        return read_queue_name(settings, shard)
     if task in CONTROL_TASKS:
         return control_queue_name(settings, shard)
     return queue_name(settings, shard)

@@ -47,7 +47,8 @@ def test_every_procfile_line_is_a_real_orchmem_command() -> None:
 def test_compose_file_is_valid_and_its_commands_and_settings_are_real() -> None:
     compose: dict[str, Any] = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
     services = compose["services"]
-    assert set(services) == {"redis", "worker-0", "worker-1", "beat", "flower"}
+    assert set(services) == {"redis", "worker-0", "worker-1", "beat", "flower", "api",
+                             "reader"}
     redis = services["redis"]
     assert redis["image"].startswith("redis:7")
     assert "--appendonly" in redis["command"] and "yes" in redis["command"]

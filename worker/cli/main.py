@@ -9,7 +9,7 @@ import click
 
 from orchmem.config import OrchmemError
 
-from . import edits, memory, ops
+from . import edits, mcpserve, memory, ops, reader, serve, tokens
 from .common import Cli, fail
 
 
@@ -45,4 +45,6 @@ def main(ctx: click.Context, config: str | None, root: str | None) -> None:
 
 
 for command in (*ops.COMMANDS, *memory.COMMANDS, *edits.COMMANDS):
+    main.add_command(command)
+for command in (*tokens.COMMANDS, *serve.COMMANDS, *mcpserve.COMMANDS, *reader.COMMANDS):
     main.add_command(command)

@@ -1,0 +1,73 @@
+"""Read tasks: recall answered by a reader worker on the host that owns the files.
+
+They travel on a shard's read queue (``<prefix>.<shard>.read``), consumed by
+``orchmem reader`` with several threads and read-only connections: a WAL reader never
+blocks the shard's single writer, and a slow write never delays a read. Before it
+recalls, the task waits (at most ``wait_s``) for the receipts of the caller's own
+unfinished writes, as the local path does (read-your-writes).
+
+The answer is plain JSON: ``{"ok": true, "bundle": <RecallBundle JSON>, "pending":
+[keys still not committed]}``, or ``{"ok": false, "error": code, "message"}``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from celery import shared_task
+
+from orchmem.config import MemoryValidationError, OrchmemError
+from orchmem.models.recall import recall
+from orchmem.models.storage import receipts
+from orchmem.models.storage.database import Databases
+
+RECALL_READ = "orchmem.read.recall"
+#: First and slowest pause between two looks at the pending receipts.
+POLL_S = 0.005
+MAX_POLL_S = 0.1
+#: Most pending keys one read waits for (the client keeps at most 10,000).
+MAX_PENDING = 10_000
+
+
+def wait_for_receipts(databases: Databases, orchestrator_id: str, keys: list[str],
+                      wait_s: float) -> list[str]:
+    """Wait until every key has a final receipt, at most ``wait_s``; the keys left."""
+    left = set(keys)
+    deadline = time.monotonic() + max(0.0, wait_s)
+    pause = POLL_S
+    while left:
+        odb = databases.open(orchestrator_id, create=False)
+        if odb is not None:
+            left -= receipts.final_keys(odb, sorted(left))
+        now = time.monotonic()
+        if not left or now >= deadline:
+            break
+        time.sleep(min(pause, deadline - now))
+        pause = min(pause * 2, MAX_POLL_S)
+    return sorted(left)
+
+
+def _check(pending: Any, options: Any) -> tuple[list[str], dict[str, Any]]:
+    if not isinstance(pending, list) or len(pending) > MAX_PENDING or not all(
+            isinstance(k, str) for k in pending):
+        raise MemoryValidationError("pending: must be a list of idempotency keys")
+    if not isinstance(options, dict) or set(options) - {"top_n", "types", "include_inactive",
+                                                        "memory_ids"}:
+        raise MemoryValidationError("options: only top_n, types, include_inactive, memory_ids")
+    return pending, options
+
+
+@shared_task(bind=True, name=RECALL_READ, acks_late=False, ignore_result=False)
+def recall_read(self: Any, orchestrator_id: str, query: str, options: dict[str, Any],
+                pending: list[str], wait_s: float) -> dict[str, Any]:
+    """Recall for ``orchestrator_id`` after its caller's ``pending`` writes committed."""
+    databases: Databases = self.app.databases
+    try:
+        keys, opts = _check(pending, options)
+        left = wait_for_receipts(databases, orchestrator_id, keys, float(wait_s))
+        bundle = recall(orchestrator_id, query, databases=databases,
+                        requester=orchestrator_id, **opts)
+    except OrchmemError as exc:
+        return {"ok": False, **exc.to_dict()}
+    return {"ok": True, "bundle": bundle.dump(), "pending": left}

@@ -1,0 +1,125 @@
+"""Real MCP client sessions: the SDK's client over stdio launching ``orchmem mcp``, and
+over streamable HTTP behind the token rule."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import uvicorn
+from api_testing import immediate_settings
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from orchmem_testing import free_port, settings_env, unique_id
+
+from orchmem.models.embedding import Embedder
+from orchmem.models.workspace import Workspace
+from orchmem.worker.mcp_http import mcp_http_app
+from orchmem.worker.tokens import TokenStore
+
+FOREIGN = "m-00000000-0000000000000000"
+TOOLS = {"remember", "recall", "bulletin", "forget", "supersede"}
+
+
+async def _session(params: StdioServerParameters) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    async with Client(params) as client:
+        listed = await client.list_tools()
+        seen["tools"] = {t.name: t for t in listed.tools}
+        stored = await client.call_tool("remember", {
+            "content": "The user prefers answers in French", "type": "Preference",
+            "importance": 70})
+        seen["remember"] = stored.structured_content
+        found = await client.call_tool("recall", {"query": "which language should I answer in?"})
+        seen["recall"] = found.structured_content
+        memory_id = seen["remember"]["memoryIds"][0]
+        renewed = await client.call_tool("supersede", {
+            "memory_id": memory_id, "content": "The user prefers answers in German"})
+        seen["supersede"] = renewed.structured_content
+        new_id = seen["supersede"]["supersededBy"]
+        seen["forget"] = (await client.call_tool("forget", {"memory_id": new_id})
+                          ).structured_content
+        seen["after"] = (await client.call_tool("recall", {"query": "answer language"})
+                         ).structured_content
+        seen["unknown"] = await client.call_tool("forget", {"memory_id": memory_id[:11] + "0" * 16})
+        seen["foreign"] = await client.call_tool("forget", {"memory_id": FOREIGN})
+        resource = await client.read_resource("memory://bulletin")
+        seen["resource"] = resource.contents[0]
+    return seen
+
+
+def test_an_mcp_client_lists_the_tools_remembers_recalls_and_forgets(tmp_path: Path) -> None:
+    settings = immediate_settings(tmp_path / "root")
+    orch = unique_id("mcp")
+    command = str(Path(sys.executable).with_name("orchmem"))
+    params = StdioServerParameters(command=command, args=["mcp", "--orch", orch, "--immediate"],
+                                   env=settings_env(settings))
+    seen = anyio.run(_session, params)
+    assert set(seen["tools"]) == TOOLS
+    for tool in seen["tools"].values():
+        assert len(tool.description or "") > 60, tool.name
+    assert "content" in seen["tools"]["remember"].input_schema["properties"]
+    memory_id = seen["remember"]["memoryIds"][0]
+    assert seen["recall"]["memories"][0]["memoryId"] == memory_id
+    assert seen["recall"]["memories"][0]["content"] == "The user prefers answers in French"
+    assert seen["supersede"]["superseded"] == memory_id
+    assert seen["forget"]["forgotten"] == seen["supersede"]["supersededBy"]
+    assert all(m["memoryId"] not in (memory_id, seen["forget"]["forgotten"])
+               for m in seen["after"]["memories"])
+    assert seen["unknown"].is_error
+    assert "not_found" in seen["unknown"].content[0].text
+    assert seen["foreign"].is_error and "scope_violation" in seen["foreign"].content[0].text
+    assert seen["resource"].uri == "memory://bulletin"
+
+
+async def _http_session(url: str, token: str) -> dict[str, Any]:
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    seen: dict[str, Any] = {}
+    headers = {"Authorization": f"Bearer {token}"}
+    async with httpx2.AsyncClient(headers=headers, timeout=60) as http, \
+            Client(streamable_http_client(url, http_client=http)) as client:
+        seen["tools"] = {t.name for t in (await client.list_tools()).tools}
+        seen["remember"] = (await client.call_tool("remember", {
+            "content": "The user's favourite editor is Helix"})).structured_content
+        seen["recall"] = (await client.call_tool("recall", {"query": "which editor?"})
+                          ).structured_content
+    return seen
+
+
+def test_mcp_over_http_needs_a_token_of_its_orchestrator(tmp_path: Path,
+                                                          embedder: Embedder) -> None:
+    settings = immediate_settings(tmp_path / "root")
+    store = TokenStore(settings)
+    for orch in ("alpha", "beta"):
+        Workspace.for_orchestrator(settings, orch).ensure()
+    alpha, _ = store.create("alpha")
+    beta, _ = store.create("beta")
+    app, guard = mcp_http_app(settings, "alpha", immediate=True, store=store)
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
+                                           access_log=False))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            time.sleep(0.02)
+        url = f"http://127.0.0.1:{port}/mcp"
+        probe = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+        assert httpx.post(url, json=probe).status_code == 401
+        foreign = httpx.post(url, json=probe, headers={"Authorization": f"Bearer {beta}"})
+        assert foreign.status_code == 403 and foreign.json()["error"] == "scope_violation"
+        assert guard.counts.admitted == 0
+        seen = anyio.run(_http_session, url, alpha)
+    finally:
+        server.should_exit = True
+        thread.join(15)
+    assert seen["tools"] == TOOLS
+    memory_id = seen["remember"]["memoryIds"][0]
+    assert seen["recall"]["memories"][0]["memoryId"] == memory_id

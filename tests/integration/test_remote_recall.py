@@ -1,0 +1,92 @@
+"""Recall over the queue: a real reader worker answers ``MemoryClient(remote=True)``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from orchmem_testing import WorkerProcess, distinct_texts, settings_env, unique_id
+
+from orchmem.config import Settings
+from orchmem.worker import MemoryClient
+from orchmem.worker.app import OrchmemCelery
+
+
+@dataclass
+class ReaderProcess(WorkerProcess):
+    """``orchmem reader`` as a real subprocess."""
+
+    @property
+    def hostname_prefix(self) -> str:
+        return "orchmem-reader"
+
+    def start(self, app: OrchmemCelery | None = None, timeout: float = 90.0) -> ReaderProcess:
+        self.log_path = self.settings.root / "logs" / f"test-reader-{time.time_ns()}.log"
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        args = [sys.executable, "-m", "orchmem.worker", "reader", "--concurrency", "2",
+                "--logfile", str(self.log_path), "--loglevel", "INFO"]
+        self.process = subprocess.Popen(args, env=settings_env(self.settings),
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+                                        start_new_session=True)
+        assert app is not None
+        self.wait_ready(app, timeout)
+        return self
+
+
+@pytest.fixture(scope="module")
+def reader(settings: Settings, app: OrchmemCelery, worker: WorkerProcess
+           ) -> Iterator[ReaderProcess]:
+    process = ReaderProcess(settings).start(app)
+    yield process
+    process.stop()
+
+
+def _memory(content: str, importance: int = 50) -> dict[str, Any]:
+    return {"type": "Fact", "content": content, "importance": importance,
+            "source": {"sourceType": "manual", "capturedBy": "user"}}
+
+
+def test_remote_recall_equals_local_recall(settings: Settings, reader: ReaderProcess) -> None:
+    orch = unique_id("remote")
+    local = MemoryClient(orch, settings)
+    texts = distinct_texts(40, seed=5)
+    handle = local.write_back(memories=[_memory(t, 30 + i) for i, t in enumerate(texts)])
+    assert handle.ok and handle.wait(60)["ok"]
+    remote = MemoryClient(orch, settings, remote=True)
+    for query in [texts[3], texts[17][:30], "nothing like this at all", texts[0] + texts[1]]:
+        mine = local.recall(query, top_n=15)
+        theirs = remote.recall(query, top_n=15)
+        assert theirs.warnings == [], theirs.warnings
+        assert theirs.memory_ids == mine.memory_ids and mine.memory_ids
+        # Recency is computed at each call's own clock: scores agree to ~1e-8.
+        assert [n.scores.score for n in theirs.nodes] == pytest.approx(
+            [n.scores.score for n in mine.nodes], rel=1e-6)
+    typed = remote.recall(texts[3], types=["Goal"])
+    assert typed.nodes == [] and typed.warnings == []
+
+
+def test_remote_recall_reads_its_own_writes(settings: Settings, reader: ReaderProcess) -> None:
+    remote = MemoryClient(unique_id("ryw"), settings, remote=True)
+    handle = remote.write_back(memories=[_memory("The quarterly review moved to Thursday")])
+    assert handle.ok
+    bundle = remote.recall("when is the quarterly review?")  # no wait in between
+    assert bundle.warnings == []
+    assert bundle.nodes and "Thursday" in bundle.nodes[0].memory.content
+
+
+def test_a_recall_while_no_reader_runs_fails_fast_with_a_warning(settings: Settings,
+                                                                 app: OrchmemCelery) -> None:
+    quick = settings.model_copy(update={"reader": settings.reader.model_copy(
+        update={"timeout_s": 1.0})})
+    # A queue nobody reads: a prefix of its own.
+    lonely = quick.model_copy(update={"queue_prefix": "lonely"})
+    remote = MemoryClient(unique_id("down"), lonely, remote=True)
+    started = time.monotonic()
+    bundle = remote.recall("anything")
+    assert time.monotonic() - started < 5
+    assert bundle.nodes == [] and "no reader answered within 1s" in bundle.warnings[0]

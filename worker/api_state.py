@@ -1,0 +1,64 @@
+"""What the HTTP API keeps between requests: the token guard and one client per orchestrator.
+
+In the default mode each orchestrator's :class:`MemoryClient` publishes to the broker
+and reads the SQLite file (the server runs on the host that owns the files). With
+``api.immediate`` the clients run the tasks in this process (no broker, no worker):
+writes of one orchestrator are then serialised by a lock, as a shard's single worker
+would.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+
+from orchmem.config import Settings
+from orchmem.models.storage.database import Databases
+
+from .api_auth import Guard
+from .app import OrchmemCelery, create_immediate_app
+from .client import MemoryClient
+from .tokens import TokenStore
+
+
+class ApiState:
+    """The server's shared objects; thread-safe (handlers run in a thread pool)."""
+
+    def __init__(self, settings: Settings, store: TokenStore | None = None) -> None:
+        self.settings = settings
+        self.immediate = settings.api.immediate
+        self.databases = Databases(settings, readonly=not self.immediate)
+        self.guard = Guard(store or TokenStore(settings), self.databases)
+        self._clients: dict[str, MemoryClient] = {}
+        self._write_locks: dict[str, threading.Lock] = {}
+        self._lock = threading.Lock()
+        self._immediate_app: OrchmemCelery | None = None
+
+    def client(self, orchestrator_id: str) -> MemoryClient:
+        """The client of an admitted orchestrator (created on first use)."""
+        with self._lock:
+            client = self._clients.get(orchestrator_id)
+            if client is None:
+                client = MemoryClient(orchestrator_id, self.settings, app=self._app(),
+                                      databases=self.databases, immediate=self.immediate)
+                self._clients[orchestrator_id] = client
+                self._write_locks[orchestrator_id] = threading.Lock()
+            return client
+
+    def _app(self) -> OrchmemCelery | None:
+        # With a broker each client builds its own app (it rebuilds it after an outage).
+        if self.immediate and self._immediate_app is None:
+            self._immediate_app = create_immediate_app(self.settings, self.databases)
+        return self._immediate_app
+
+    @contextlib.contextmanager
+    def writing(self, orchestrator_id: str) -> Iterator[None]:
+        """Serialise in-process writes of one orchestrator (immediate mode only)."""
+        if not self.immediate:
+            yield
+            return
+        with self._lock:
+            lock = self._write_locks.setdefault(orchestrator_id, threading.Lock())
+        with lock:
+            yield

@@ -1,0 +1,51 @@
+"""``orchmem reader``: the reader worker of recall over the queue (see ``worker.remote``)."""
+
+from __future__ import annotations
+
+import logging
+
+import click
+
+from orchmem.config import OrchmemError
+from orchmem.models.embedding import get_embedder
+
+from ..app import NoReturnValues, create_app
+from ..broker import wait_for_broker
+from ..routing import read_queue_name
+from .common import Cli, pass_cli
+from .ops import WAIT_BROKER, _shards
+
+
+@click.command()
+@click.option("--shard", "shards", type=int, multiple=True,
+              help="Serve these shards' read queues (repeatable). Default: all.")
+@click.option("--concurrency", type=click.IntRange(1, 256),
+              help="Threads (default: reader.concurrency).")
+@click.option("--loglevel", default=None, help="Celery log level (default: settings.log_level).")
+@click.option("--logfile", type=click.Path(dir_okay=False), help="Write the log here.")
+@WAIT_BROKER
+@pass_cli
+def reader(cli: Cli, shards: tuple[int, ...], concurrency: int | None, loglevel: str | None,
+           logfile: str | None, wait_broker: float) -> None:
+    """Answer recalls sent by remote clients (MemoryClient(..., remote=True)) for the
+    given shards, with read-only connections: run it on the host that owns their files."""
+    settings = cli.settings
+    chosen = _shards(cli, shards)
+    try:
+        app = create_app(settings, wait_for_broker(settings, wait_broker), readonly=True)
+    except OrchmemError as exc:
+        raise click.ClickException(str(exc)) from exc
+    get_embedder(settings.embedding)  # once, shared by the threads, before the first task
+    logging.getLogger("celery.app.trace").addFilter(NoReturnValues())
+    argv = ["worker", "--queues", ",".join(read_queue_name(settings, s) for s in chosen),
+            "--concurrency", str(concurrency or settings.reader.concurrency),
+            "--pool", "threads",
+            "--hostname", f"orchmem-reader{'-'.join(map(str, chosen))}@%h",
+            "--loglevel", loglevel or settings.log_level, "--without-mingle",
+            "--without-gossip"]
+    if logfile:
+        argv += ["--logfile", logfile]
+    app.worker_main(argv)
+
+
+COMMANDS = [reader]

@@ -1,0 +1,159 @@
+"""The MCP server: one orchestrator's memory as tools for a model (``orchmem mcp``).
+
+Built on the official MCP Python SDK (``mcp.server.MCPServer``, called FastMCP before
+mcp 2). Tools: ``remember``, ``recall``, ``bulletin``, ``forget``, ``supersede``; the
+bulletin is also the resource ``memory://bulletin``. Every tool calls one
+:class:`~orchmem.worker.client.MemoryClient` method; a refusal is raised as an error
+whose message starts with the CLI's code (``validation: …``, ``not_found: …``), which
+the SDK returns to the model as a tool error (``ToolError``).
+
+Over stdio the server runs with its user's rights on one orchestrator, named on the
+command line: there is no token to check. Writes go through the broker (a worker must
+run), or run in this process with ``--immediate``.
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import version
+from typing import Annotated, Any
+
+from mcp.server import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import Field
+
+from orchmem.config import MemoryNotFound, OrchmemError, Settings
+from orchmem.models.recall import check_scope
+from orchmem.models.schema import MemoryType
+
+from .client import MemoryClient, WriteHandle
+
+INSTRUCTIONS = """\
+Long-term memory of one agent orchestrator. Call `recall` before answering anything that
+may depend on what you were told before (preferences, decisions, goals, facts about the
+user or the project). Call `remember` when the user states something worth keeping across
+conversations: one self-contained statement per call. When a stored memory is wrong or
+outdated, `supersede` it with the corrected statement; `forget` one that must go. Read
+`bulletin` (or the memory://bulletin resource) at the start of a conversation."""
+
+
+def _fail(exc: OrchmemError) -> ToolError:
+    """The SDK's anticipated failure: its message reaches the model (others are hidden)."""
+    return ToolError(f"{exc.code}: {exc.message}")
+
+
+class MemoryTools:
+    """The tools, bound to one orchestrator's client; each docstring is what the model
+    reads."""
+
+    def __init__(self, client: MemoryClient, wait_s: float) -> None:
+        self.client = client
+        self.wait_s = wait_s
+
+    def remember(
+        self,
+        content: Annotated[str, Field(description="One self-contained statement, in plain "
+                                      "words, e.g. 'The user prefers answers in French'.")],
+        type: Annotated[MemoryType, Field(description="Fact, Preference, Decision, Identity, "
+                                          "Event, Observation, Goal or Todo.")] = MemoryType.FACT,
+        importance: Annotated[int, Field(ge=0, le=100, description="0-100; 50 is ordinary, "
+                                         "80+ for what must not be missed.")] = 50,
+        confidence: Annotated[float, Field(ge=0.0, le=1.0, description="How sure you are "
+                                           "that it is true, 0-1.")] = 0.9,
+    ) -> dict[str, Any]:
+        """Store one memory for later conversations. Returns its memoryId (an identical
+        statement stored before is reinforced, not duplicated)."""
+        memory = {"type": type.value, "content": content, "importance": importance,
+                  "confidence": confidence,
+                  "source": {"sourceType": "manual", "capturedBy": "extractor"}}
+        value = self._result(self.client.write_back(memories=[memory]))
+        return {"memoryIds": value.get("memoryIds", []),
+                "reinforced": value.get("reinforced", []),
+                "duplicate": value.get("duplicate", False)}
+
+    def recall(
+        self,
+        query: Annotated[str, Field(description="What you want to know, in plain words.")],
+        top_n: Annotated[int, Field(ge=1, le=50, description="How many memories.")] = 8,
+        include_inactive: Annotated[bool, Field(description="Also superseded and retracted "
+                                                "memories (history).")] = False,
+    ) -> dict[str, Any]:
+        """Find the stored memories most relevant to a question, best first. Each has a
+        memoryId (cite it, or pass it to supersede/forget), its type, content,
+        importance, confidence and status."""
+        bundle = self.client.recall(query, top_n=top_n, include_inactive=include_inactive)
+        memories = [{"memoryId": n.memory.memory_id, "type": n.memory.type.value,
+                     "content": n.memory.content, "importance": n.memory.importance,
+                     "confidence": n.memory.confidence, "status": n.memory.status.value,
+                     "createdAt": n.memory.dump().get("createdAt"),
+                     "score": round(n.scores.score, 6)} for n in bundle.nodes]
+        return {"memories": memories, "warnings": bundle.warnings}
+
+    def bulletin(self) -> str:
+        """The short briefing of what matters now: knowledge summary, active goals, open
+        todos, recent decisions, preferences, conflicts. Every line cites memoryIds."""
+        return self.client.bulletin().text
+
+    def forget(
+        self,
+        memory_id: Annotated[str, Field(description="The memoryId, from recall.")],
+        hard: Annotated[bool, Field(description="Erase its text for good (only when asked "
+                                    "to delete data); default: retract it, history kept.")
+                        ] = False,
+        reason: Annotated[str | None, Field(description="Why, for the audit log.")] = None,
+    ) -> dict[str, Any]:
+        """Forget a memory: it is no longer recalled. Use supersede instead when the
+        memory is outdated and a corrected statement exists."""
+        self._existing([memory_id])
+        value = self._result(self.client.forget(memory_id, hard=hard, reason=reason))
+        return {"forgotten": memory_id, "hard": hard, "memoryIds": value.get("memoryIds", [])}
+
+    def supersede(
+        self,
+        memory_id: Annotated[str, Field(description="The outdated memory's memoryId.")],
+        content: Annotated[str, Field(description="The corrected statement that replaces it.")],
+        reason: Annotated[str | None, Field(description="Why it changed.")] = None,
+    ) -> dict[str, Any]:
+        """Replace an outdated or wrong memory by a corrected statement. The old one is
+        kept as history (status superseded) and linked to the new one."""
+        self._existing([memory_id])
+        value = self._result(self.client.supersede(memory_id, content=content, reason=reason))
+        return {"superseded": memory_id, "supersededBy": value.get("supersededBy")}
+
+    def _existing(self, memory_ids: list[str]) -> None:
+        client = self.client
+        try:
+            check_scope(client.databases, client.orchestrator_id, client.orchestrator_id,
+                        memory_ids)
+            client.wait_for_writes()
+            found = {n.memory_id for n in client.get(memory_ids)}
+            missing = [i for i in memory_ids if i not in found]
+            if missing:
+                raise MemoryNotFound(f"no memory {missing[0]}; use recall to find memoryIds")
+        except OrchmemError as exc:
+            raise _fail(exc) from None
+
+    def _result(self, handle: WriteHandle) -> dict[str, Any]:
+        if not handle.ok:
+            raise ToolError(f"not_written: {handle.error}"
+                             + (" (kept, it will be written later)" if handle.outboxed else ""))
+        value = handle.wait(self.wait_s)
+        if value is None:
+            raise ToolError(f"timeout: not committed within {self.wait_s:g}s; it stays "
+                             "queued and will be written when a worker runs")
+        if not value.get("ok", True):
+            raise ToolError(f"{value.get('error')}: {value.get('message')}")
+        return value
+
+
+def create_mcp(settings: Settings, orchestrator_id: str, *, immediate: bool = False
+               ) -> MCPServer[Any]:
+    """The MCP server for ``orchestrator_id``."""
+    client = MemoryClient(orchestrator_id, settings, immediate=immediate)
+    tools = MemoryTools(client, settings.api.wait_timeout_s)
+    server = MCPServer(f"orchmem-{orchestrator_id}", version=version("orchmem"),
+                       instructions=INSTRUCTIONS)
+    for fn in (tools.remember, tools.recall, tools.bulletin, tools.forget, tools.supersede):
+        server.add_tool(fn)
+    server.resource("memory://bulletin", name="bulletin", mime_type="text/markdown",
+                    description="The orchestrator's current bulletin.")(tools.bulletin)
+    return server

@@ -1,0 +1,90 @@
+"""Recall over the queue: ``MemoryClient(orchestrator_id, remote=True)``.
+
+For an orchestrator on a host without its SQLite file. Its recall (and so
+``context_for``) is sent to the shard's read queue and answered by ``orchmem reader``
+on the host that owns the file; the bulletin already comes from the shard's worker.
+The choice is explicit (``remote=True``): a missing file cannot tell "another host"
+from "no memory yet".
+
+Read-your-writes holds as on the local path: the request carries this client's
+unfinished write keys, and the reader waits (at most
+``memory.retrieval.read_your_writes_timeout_s``) for their receipts before recalling.
+A reader that does not answer within that wait plus ``reader.timeout_s`` gives an empty
+bundle with a warning, never a hang. The stored result is deleted once read (it holds
+memory text).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from celery.exceptions import TimeoutError as CeleryTimeout
+
+from orchmem.config import OrchmemError
+from orchmem.models.recall import RecallBundle
+from orchmem.tasks.publish import send
+from orchmem.tasks.read import RECALL_READ
+
+from .routing import queue_for
+
+if TYPE_CHECKING:
+    from .client import MemoryClient
+
+
+def _options(top_n: int | None, types: Sequence[str] | None, include_inactive: bool,
+             memory_ids: Sequence[str] | None) -> dict[str, Any]:
+    options: dict[str, Any] = {"include_inactive": include_inactive}
+    if top_n is not None:
+        options["top_n"] = top_n
+    if types:
+        options["types"] = list(types)
+    if memory_ids:
+        options["memory_ids"] = list(memory_ids)
+    return options
+
+
+def remote_recall(client: MemoryClient, query: str, *, top_n: int | None,
+                  types: Sequence[str] | None, include_inactive: bool,
+                  memory_ids: Sequence[str] | None, wait_for_writes: bool) -> RecallBundle:
+    """The bundle a reader worker computed for ``query``; never raises (see module)."""
+    pending = client._pending.keys() if wait_for_writes else []
+    wait_s = client.memory.retrieval.read_your_writes_timeout_s if pending else 0.0
+    timeout = wait_s + client.settings.reader.timeout_s
+    kwargs = {"orchestrator_id": client.orchestrator_id, "query": query,
+              "options": _options(top_n, types, include_inactive, memory_ids),
+              "pending": pending, "wait_s": wait_s}
+    try:
+        result = send(client.app, RECALL_READ, kwargs, expires_s=timeout)
+        value = result.get(timeout=timeout, propagate=False)
+        result.forget()
+    except CeleryTimeout:
+        queue = queue_for(client.settings, client.orchestrator_id, RECALL_READ)
+        return _empty(client, query, f"no reader answered within {timeout:g}s (is `orchmem "
+                      f"reader` running for queue {queue}?)")
+    except Exception as exc:
+        return _empty(client, query, client._warn("remote recall", exc))
+    if not isinstance(value, dict) or not value.get("ok"):
+        reason = value.get("message") if isinstance(value, dict) else repr(value)[:200]
+        return _empty(client, query, client._warn("remote recall",
+                                                  OrchmemError(f"reader refused: {reason}")))
+    left = list(value.get("pending", []))
+    client._pending.settle(set(pending) - set(left))
+    bundle = RecallBundle.model_validate(value["bundle"])
+    if left:
+        note = (f"{len(left)} of this client's write-backs are not committed yet; their "
+                "memories may be missing")
+        bundle = bundle.model_copy(update={"warnings": [*bundle.warnings, note]})
+    return bundle
+
+
+def _empty(client: MemoryClient, query: str, warning: str) -> RecallBundle:
+    return empty_bundle(client.orchestrator_id, query, [warning])
+
+
+def empty_bundle(orchestrator_id: str, query: str, warnings: list[str]) -> RecallBundle:
+    """A bundle with no memories, saying why in ``warnings``."""
+    return RecallBundle.model_construct(
+        orchestrator_id=orchestrator_id, query=query, nodes=[], edges=[], neighbors=[],
+        provenance=[], mode="hybrid", vector_available=False,
+        candidates={"vector": 0, "text": 0}, warnings=warnings, took_ms=0.0)
