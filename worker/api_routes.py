@@ -17,12 +17,11 @@ from pydantic import BaseModel
 from starlette.responses import JSONResponse, Response
 
 from orchmem.config import (
-    BrokerUnavailable,
     MemoryDisabled,
     MemoryNotFound,
     MemoryValidationError,
 )
-from orchmem.models.payloads import WritebackRequest
+from orchmem.models.payloads import WritebackRequest, with_default_sources
 from orchmem.models.recall import check_scope
 from orchmem.models.schema import CONTROL_CHARS, MemoryType, validate
 from orchmem.models.storage.stats import stats as memory_stats
@@ -155,6 +154,8 @@ def writeback(m: Admitted, body: JsonBody,
     if isinstance(body, dict) and "requestedAt" in body:
         raise MemoryValidationError("requestedAt is set by the server",
                                     [{"path": "requestedAt", "message": "not allowed"}])
+    if isinstance(body, dict) and "memories" in body:  # a memory's source defaults
+        body = {**body, "memories": with_default_sources(body["memories"])}
     request = validate(WritebackRequest, body,
                        workspace=m.client.databases.workspace(m.orchestrator_id))
     data = request.dump()
@@ -263,8 +264,11 @@ def _answer(m: Member, handle: WriteHandle, wait: bool) -> Response:
         if handle.outboxed:
             return JSONResponse({"ok": True, "queued": True, "outboxed": True,
                                  "idempotencyKey": handle.key,
-                                 "warnings": [handle.error]}, status_code=202)
-        raise BrokerUnavailable(handle.error or "the request could not be published")
+                                 "warnings": [handle.message]}, status_code=202)
+        code = handle.error or "broker_unavailable"
+        return json_error(STATUS.get(code, 500), error_body(
+            code, handle.message or "the request could not be published",
+            handle.errors or None, idempotencyKey=handle.key))
     base = {"ok": True, "idempotencyKey": handle.key, "taskId": handle.task_id}
     timeout = m.state.settings.api.wait_timeout_s
     value = handle.wait(timeout) if wait else None

@@ -134,7 +134,7 @@ class MemoryTools:
 
     def _result(self, handle: WriteHandle) -> dict[str, Any]:
         if not handle.ok:
-            raise ToolError(f"not_written: {handle.error}"
+            raise ToolError(f"{handle.error}: {handle.message}"
                              + (" (kept, it will be written later)" if handle.outboxed else ""))
         value = handle.wait(self.wait_s)
         if value is None:
