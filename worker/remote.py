@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+import redis
 from celery.exceptions import TimeoutError as CeleryTimeout
 
 from orchmem.config import OrchmemError
@@ -29,6 +30,7 @@ from orchmem.tasks.read import RECALL_READ
 from .routing import queue_for
 
 if TYPE_CHECKING:
+    from .app import OrchmemCelery
     from .client import MemoryClient
 
 
@@ -48,6 +50,30 @@ def remote_recall(client: MemoryClient, query: str, *, top_n: int | None,
                   types: Sequence[str] | None, include_inactive: bool,
                   memory_ids: Sequence[str] | None, wait_for_writes: bool) -> RecallBundle:
     """The bundle a reader worker computed for ``query``; never raises (see module)."""
+    try:
+        return ask_reader(client, query, top_n=top_n, types=types,
+                          include_inactive=include_inactive, memory_ids=memory_ids,
+                          wait_for_writes=wait_for_writes)
+    except ReaderUnavailable as exc:
+        return _empty(client, query, str(exc))
+    except Exception as exc:
+        return _empty(client, query, client._warn("remote recall", exc))
+
+
+class ReaderUnavailable(OrchmemError):
+    """No reader answered within the caller's timeout."""
+
+    code = "timeout"
+
+
+def ask_reader(client: MemoryClient, query: str, *, top_n: int | None = None,
+               types: Sequence[str] | None = None, include_inactive: bool = False,
+               memory_ids: Sequence[str] | None = None,
+               wait_for_writes: bool = True) -> RecallBundle:
+    """The bundle a reader worker computed for ``query``.
+
+    Raises ReaderUnavailable when none answers in time, OrchmemError when it refuses.
+    """
     pending = client._pending.keys() if wait_for_writes else []
     wait_s = client.memory.retrieval.read_your_writes_timeout_s if pending else 0.0
     timeout = wait_s + client.settings.reader.timeout_s
@@ -60,14 +86,11 @@ def remote_recall(client: MemoryClient, query: str, *, top_n: int | None,
         result.forget()
     except CeleryTimeout:
         queue = queue_for(client.settings, client.orchestrator_id, RECALL_READ)
-        return _empty(client, query, f"no reader answered within {timeout:g}s (is `orchmem "
-                      f"reader` running for queue {queue}?)")
-    except Exception as exc:
-        return _empty(client, query, client._warn("remote recall", exc))
+        raise ReaderUnavailable(f"no reader answered within {timeout:g}s (is `orchmem "
+                                f"reader` running for queue {queue}?)") from None
     if not isinstance(value, dict) or not value.get("ok"):
         reason = value.get("message") if isinstance(value, dict) else repr(value)[:200]
-        return _empty(client, query, client._warn("remote recall",
-                                                  OrchmemError(f"reader refused: {reason}")))
+        raise OrchmemError(f"reader refused: {reason}")
     left = list(value.get("pending", []))
     client._pending.settle(set(pending) - set(left))
     bundle = RecallBundle.model_validate(value["bundle"])
@@ -76,6 +99,30 @@ def remote_recall(client: MemoryClient, query: str, *, top_n: int | None,
                 "memories may be missing")
         bundle = bundle.model_copy(update={"warnings": [*bundle.warnings, note]})
     return bundle
+
+
+#: How long `orchmem recall` listens for a running reader before recalling by itself.
+READER_PING_S = 0.5
+
+
+def running_reader_serves(app: OrchmemCelery, shard: int) -> bool:
+    """Whether a reader (``orchmem reader``, started by ``orchmem up``) that serves
+    ``shard`` answers a ping now. Its hostname names its shards:
+    ``orchmem-reader0-1@host``. False when the broker cannot be reached."""
+    try:
+        redis.Redis.from_url(app.conf.broker_url, socket_connect_timeout=1,
+                             socket_timeout=1).ping()
+        replies = app.control.ping(timeout=READER_PING_S) or []
+    except Exception:  # no broker: the caller recalls by itself
+        return False
+    for reply in replies:
+        for name in reply:
+            prefix = name.split("@", 1)[0]
+            if prefix.startswith("orchmem-reader"):
+                served = prefix.removeprefix("orchmem-reader").split("-")
+                if str(shard) in served:
+                    return True
+    return False
 
 
 def _empty(client: MemoryClient, query: str, warning: str) -> RecallBundle:

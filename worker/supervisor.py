@@ -55,6 +55,8 @@ class Supervisor:
     shards: list[int]
     beat: bool = True
     flower: bool = False
+    #: A reader for these shards' read queues: `orchmem recall` and remote clients ask it.
+    reader: bool = True
     echo: Callable[[str], None] = print
     children: list[Child] = field(default_factory=list)
     broker: EmbeddedRedis | None = None
@@ -74,6 +76,10 @@ class Supervisor:
             self.children.append(Child(f"worker-{shard}", self.command("worker", "--shard",
                                                                        str(shard)),
                                        logs / f"worker-{shard}.log"))
+        if self.reader:
+            shards = [a for shard in self.shards for a in ("--shard", str(shard))]
+            self.children.append(Child("reader", self.command("reader", *shards),
+                                       logs / "reader.log"))
         if self.beat:
             self.children.append(Child("beat", self.command("beat"), logs / "beat.log"))
         if self.flower:

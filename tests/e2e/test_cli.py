@@ -227,7 +227,7 @@ def test_quick_start_with_the_embedded_broker_from_up_to_sigterm(
                          + re.escape(str(root / "broker")) + r"\)", banner), banner
         password = (root / "broker" / "password").read_text().strip()
         assert password not in banner
-        for log in ("worker-0.log", "worker-1.log", "beat.log"):
+        for log in ("worker-0.log", "worker-1.log", "reader.log", "beat.log"):
             assert f"log {root / 'logs' / log}" in banner
 
         def cli(*args: str) -> Any:
@@ -245,6 +245,18 @@ def test_quick_start_with_the_embedded_broker_from_up_to_sigterm(
             [(tea_id, "I prefer tea", "active")]
         stats = cli("stats", "--orch", "demo-a")
         assert stats["memories"] == 1 and stats["byType"] == {"Preference": {"active": 1}}
+        def by_reader() -> str | None:
+            done = orchmem(user_env, "--root", str(root), "recall", "--orch", "demo-a", "tea")
+            assert done.returncode == 0, done.stderr
+            return done.stdout if "recalled by the running reader" in done.stdout else None
+
+        # `up` runs a reader: once it has loaded the model, the CLI's recall goes to it.
+        answer = wait_until(by_reader, timeout=FIRST_TASK_S, interval=1.0,
+                            message="a recall answered by the reader")
+        assert "I prefer tea" in answer
+        local = orchmem(user_env, "--root", str(root), "recall", "--orch", "demo-a", "tea",
+                        "--local")
+        assert "recalled in this process" in local.stdout and "I prefer tea" in local.stdout
         recalled = cli("recall", "--orch", "demo-a", "tea")["nodes"]
         assert recalled[0]["memory"]["memoryId"] == tea_id and recalled[0]["scores"]["score"] > 0
         created = cli("history", "--orch", "demo-a", tea_id)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from typing import Any
@@ -11,6 +12,7 @@ from celery.exceptions import TimeoutError as CeleryTimeout
 
 from orchmem.config import OrchmemError, Settings
 from orchmem.models.payloads import DEFAULT_SOURCE, check_writeback
+from orchmem.models.recall import RecallBundle
 from orchmem.models.recall import recall as recall_memories
 from orchmem.models.schema import Status
 from orchmem.models.storage.database import Databases, OrchestratorDB, known_orchestrators
@@ -25,7 +27,8 @@ from ..broker import broker_url
 from ..client import MemoryClient
 from ..handles import found_by
 from ..publish import publish
-from ..routing import all_queues, queue_for
+from ..remote import ask_reader, running_reader_serves
+from ..routing import all_queues, queue_for, shard_for
 from .common import (
     EXIT_UNAVAILABLE,
     STATUSES,
@@ -40,6 +43,8 @@ from .common import (
     pass_cli,
     require_orchestrator,
 )
+
+logger = logging.getLogger(__name__)
 
 
 def open_existing(settings: Settings, orchestrator_id: str, as_json: bool,
@@ -157,6 +162,21 @@ def list_(cli: Cli, orchestrator_id: str, status: str, types: tuple[str, ...], l
          "\n".join([header, *lines]) if lines else "no memories")
 
 
+def from_reader(settings: Settings, orchestrator_id: str, query: str,
+                **options: Any) -> RecallBundle | None:
+    """The recall a running reader answers, or None (logged) when none serves this
+    orchestrator's shard or it fails: the caller then recalls in its own process."""
+    app = create_app(settings)
+    if not running_reader_serves(app, shard_for(settings, orchestrator_id)):
+        return None
+    try:
+        return ask_reader(MemoryClient(orchestrator_id, settings, app=app, remote=True),
+                          query, wait_for_writes=False, **options)
+    except OrchmemError as exc:
+        logger.warning("recall through the reader failed (%s); recalling here", exc)
+        return None
+
+
 def queue_depths(settings: Settings) -> dict[str, int] | str:
     """Messages waiting per shard queue, or why they cannot be read."""
     import redis
@@ -238,20 +258,29 @@ def stats(cli: Cli, orchestrator_id: str | None, missing_ok: bool, as_json: bool
               help="Include superseded and retracted memories.")
 @click.option("--mode", type=click.Choice(["hybrid", "vector", "text"]), default="hybrid",
               show_default=True)
+@click.option("--local", is_flag=True, help="Recall in this process even when a reader runs.")
 @missing_ok_option
 @json_option
 @pass_cli
 def recall(cli: Cli, orchestrator_id: str, query: str, top_n: int | None, types: tuple[str, ...],
-           include_inactive: bool, mode: str, missing_ok: bool, as_json: bool) -> None:
+           include_inactive: bool, mode: str, local: bool, missing_ok: bool,
+           as_json: bool) -> None:
     """Recall the memories most relevant to QUERY (hybrid: vectors + full text, fused by RRF).
 
-    Loads the embedding model in this process (a few seconds, ~500 MB) on each run.
+    When `orchmem up` runs (its reader answers within 0.5 s), the reader answers, in
+    milliseconds. Otherwise, or with --local or another --mode, this process loads the
+    embedding model (a few seconds, ~500 MB) and reads the database itself.
     """
     require_orchestrator(cli.settings, orchestrator_id, missing_ok)
-    bundle = recall_memories(orchestrator_id, query,
-                             databases=Databases(cli.settings, readonly=True),
-                             top_n=top_n, types=list(types) or None,
-                             include_inactive=include_inactive, mode=mode)
+    bundle = None if local or mode != "hybrid" else from_reader(
+        cli.settings, orchestrator_id, query, top_n=top_n, types=list(types) or None,
+        include_inactive=include_inactive)
+    via = "by the running reader" if bundle is not None else "in this process"
+    if bundle is None:
+        bundle = recall_memories(orchestrator_id, query,
+                                 databases=Databases(cli.settings, readonly=True),
+                                 top_n=top_n, types=list(types) or None,
+                                 include_inactive=include_inactive, mode=mode)
     lines = []
     for item in bundle.nodes:
         m = item.memory
@@ -261,7 +290,8 @@ def recall(cli: Cli, orchestrator_id: str, query: str, top_n: int | None, types:
     lines.extend(f"warning: {w}" for w in bundle.warnings)
     if not bundle.nodes:
         lines.insert(0, "nothing relevant found")
-    lines.append(f"({len(bundle.nodes)} memories, {len(bundle.edges)} edges, {bundle.took_ms} ms)")
+    lines.append(f"({len(bundle.nodes)} memories, {len(bundle.edges)} edges, {bundle.took_ms} ms,"
+                 f" recalled {via})")
     emit(bundle.dump(), as_json, "\n".join(lines))
 
 
