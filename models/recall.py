@@ -27,6 +27,7 @@ from . import textquery
 from .contradictions import contradicted
 from .embedding import get_embedder
 from .memlog import MemoryLog
+from .query_vectors import query_vectors
 from .ranking import Features, Ranked, fuse
 from .schema import (
     MemoryEdge,
@@ -224,8 +225,11 @@ def _check_types(types: Sequence[str] | None) -> list[str] | None:
 def _embed(odb: OrchestratorDB, text: str, warnings: list[str]) -> tuple[np.ndarray, str] | None:
     """The query vector and the embedder's version, or None (and a warning) on failure."""
     try:
-        embedder = get_embedder(odb.settings.embedding)
-        return embedder.encode_one(text[:MAX_EMBED_CHARS]), embedder.version
+        settings = odb.settings.embedding
+        embedder = get_embedder(settings)
+        vector = query_vectors(settings.query_cache_size).vector(embedder,
+                                                                 text[:MAX_EMBED_CHARS])
+        return vector, embedder.version
     except EmbeddingError as exc:
         warnings.append(f"vector search unavailable ({exc}); answered from full text")
         odb.log.write("recall_degraded", reason=str(exc)[:300])
