@@ -248,9 +248,11 @@ def _answer(odb: OrchestratorDB, search: _Search, encoded: tuple[np.ndarray, str
         vector_hits, vector_available = _vector_side(odb, encoded, search, warnings)
     vector_ids = [h.memory_id for h in vector_hits]
     text_ids = [h.memory_id for h in text_hits]
-    ranked = fuse(vector_ids, text_ids, _features(odb, [*{*vector_ids, *text_ids}]),
-                  search.params, now, search.limit)
-    found = recall_reads.assembly(odb, [r.memory_id for r in ranked])
+    inputs = recall_reads.rank_inputs(odb, [*{*vector_ids, *text_ids}])
+    ranked = fuse(vector_ids, text_ids, _features(odb, inputs), search.params, now,
+                  search.limit)
+    found = recall_reads.assembly(odb, [r.memory_id for r in ranked],
+                                  {i.memory_id: i.row for i in inputs})
     return {
         **_bundle(found, ranked, {h.memory_id: h.cosine for h in vector_hits},
                   {h.memory_id: h.bm25 for h in text_hits}),
@@ -275,12 +277,14 @@ def _vector_side(odb: OrchestratorDB, encoded: tuple[np.ndarray, str], search: _
     return hits, True
 
 
-def _features(odb: OrchestratorDB, ids: list[str]) -> dict[str, Features]:
+def _features(odb: OrchestratorDB, inputs: list[recall_reads.RankInputs]
+              ) -> dict[str, Features]:
+    ids = [r.memory_id for r in inputs]
     penalized = contradicted(contradictions(odb, ids)) if ids else set()
     return {r.memory_id: Features(memory_id=r.memory_id, importance=r.importance,
                                   confidence=r.confidence, created_at=parse_ts(r.created_at),
                                   contradicted=r.memory_id in penalized)
-            for r in recall_reads.rank_inputs(odb, ids)}
+            for r in inputs}
 
 
 def _bundle(found: recall_reads.Assembly, ranked: list[Ranked], cosines: dict[str, float],

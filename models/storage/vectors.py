@@ -144,7 +144,8 @@ def dot(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
     """``matrix @ query`` in torch (zero-copy views), as numpy (see the module docstring)."""
     import torch  # loaded with the embedding model anyway; not at import time
 
-    q = torch.from_numpy(np.ascontiguousarray(query, dtype=np.float32))  # vector or matrix
+    # A copy (a query is small): the caller's vector may be read-only (a cached one).
+    q = torch.from_numpy(np.array(query, dtype=np.float32, order="C"))  # vector or matrix
     with torch.inference_mode():
         return (torch.from_numpy(np.ascontiguousarray(matrix)) @ q).numpy()
 
