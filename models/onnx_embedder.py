@@ -45,6 +45,8 @@ class OnnxEmbedder(Embedder):
         label = model_label(settings.model, self.path)
         cache_dir = settings.cache_dir or default_cache_dir(self.path)
         export = cached_export(self.path, label, Path(cache_dir).expanduser())
+        #: The verified graph this embedder runs.
+        self.export = export
         try:
             import onnxruntime
 
