@@ -23,6 +23,7 @@ process per backend; the speed-up of the embedding (p50 old / new).
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import subprocess
 import sys
@@ -39,6 +40,7 @@ from orchmem.models.embedding import get_embedder
 from orchmem.models.recall import recall
 from orchmem.models.schema import MemoryInput, validate
 from orchmem.models.storage.database import Databases
+from orchmem.models.storage.vectors import product_threads
 from orchmem.models.writeback import write_memories
 
 PEOPLE = ["Alice", "Bob", "Chen", "Dana", "Emeka", "Farah", "Giulia", "Hiro", "Ines", "Jonas",
@@ -178,6 +180,8 @@ def measure(clients: dict[str, Databases], orch: str, queries: list[str]) -> dic
         for backend in (order if n % 2 == 0 else order[::-1]):
             databases = clients[backend]
             embedder = get_embedder(databases.settings.embedding)
+            # torch's thread count is per process: each backend runs with its own.
+            product_threads(databases.settings.embedding.torch_threads)
             started = time.perf_counter()
             embedder.encode_one(query)
             middle = time.perf_counter()
@@ -198,9 +202,12 @@ def measure(clients: dict[str, Databases], orch: str, queries: list[str]) -> dic
 
 
 def settings_for(root: Path, backend: str, args: argparse.Namespace) -> Settings:
+    """The backend with the defaults of its release: the old one ran torch with one
+    thread per core, the new one with ``torch_threads = 1`` (``--threads`` overrides)."""
+    threads = args.threads or ((os.cpu_count() or 1) if backend == OLD else 1)
     return load_settings(environ={}, root=root, broker_url="", embedding={
         "backend": backend, "query_cache_size": 0, "onnx_threads": args.threads,
-        "torch_threads": args.threads})
+        "torch_threads": threads})
 
 
 def main() -> None:

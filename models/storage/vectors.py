@@ -150,6 +150,16 @@ def dot(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
         return (torch.from_numpy(np.ascontiguousarray(matrix)) @ q).numpy()
 
 
+def product_threads(threads: int) -> None:
+    """Let torch use ``threads`` for the product (``embedding.torch_threads``; 0 = leave
+    torch's default). On 2 busy cores a 2-thread product waits for a descheduled
+    thread: 22 ms p50 instead of 2.6 ms with one thread at 10k vectors (measured)."""
+    import torch
+
+    if threads and torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
+
+
 def index_for(odb: OrchestratorDB, embedder: str, dim: int) -> VectorIndex:
     """The process's up-to-date index of ``odb`` for ``embedder`` (created on first use)."""
     index = odb.cache.get(_CACHE_KEY)
@@ -171,6 +181,7 @@ def search(odb: OrchestratorDB, query: np.ndarray, *, embedder: str, limit: int,
     ``within`` restricts the search to those memoryIds. Inside the caller's ``odb.read()``
     the refresh and every ``keep`` query see that one snapshot.
     """
+    product_threads(odb.settings.embedding.torch_threads)
     index = index_for(odb, embedder, int(query.shape[0]))
     with index.lock:
         total = len(index)
