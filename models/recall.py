@@ -28,6 +28,7 @@ from .contradictions import contradicted
 from .embedding import get_embedder
 from .intent import favoured_types
 from .memlog import MemoryLog
+from .query_vectors import query_vectors
 from .ranking import Features, Ranked, fuse
 from .schema import (
     MemoryEdge,
@@ -227,8 +228,11 @@ def _check_types(types: Sequence[str] | None) -> list[str] | None:
 def _embed(odb: OrchestratorDB, text: str, warnings: list[str]) -> tuple[np.ndarray, str] | None:
     """The query vector and the embedder's version, or None (and a warning) on failure."""
     try:
-        embedder = get_embedder(odb.settings.embedding)
-        return embedder.encode_one(text[:MAX_EMBED_CHARS]), embedder.version
+        settings = odb.settings.embedding
+        embedder = get_embedder(settings)
+        vector = query_vectors(settings.query_cache_size).vector(embedder,
+                                                                 text[:MAX_EMBED_CHARS])
+        return vector, embedder.version
     except EmbeddingError as exc:
         warnings.append(f"vector search unavailable ({exc}); answered from full text")
         odb.log.write("recall_degraded", reason=str(exc)[:300])
@@ -249,21 +253,20 @@ def _answer(odb: OrchestratorDB, search: _Search, encoded: tuple[np.ndarray, str
     text_ids = [h.memory_id for h in text_hits]
     cosines = {h.memory_id: h.cosine for h in vector_hits}
     floor = None
-    if encoded is not None and vector_available:
+    if encoded is not None and vector_available and search.params.min_similarity > 0:
         cosines.update(vectors.similarities(odb, encoded[0], embedder=encoded[1],
                                             ids=[m for m in text_ids if m not in cosines]))
         floor = relevance_floor(cosines, set(text_ids), search.params)
-    if search.params.min_similarity <= 0:
-        floor = None  # the floor is off
-    candidates = [*{*vector_ids, *text_ids}]
-    ranked = fuse(vector_ids, text_ids, _features(odb, candidates), search.params, now,
+    inputs = recall_reads.rank_inputs(odb, [*{*vector_ids, *text_ids}])
+    ranked = fuse(vector_ids, text_ids, _features(odb, inputs), search.params, now,
                   search.limit, favoured_types(search.text), keep=floor)
-    found = recall_reads.assembly(odb, [r.memory_id for r in ranked])
+    found = recall_reads.assembly(odb, [r.memory_id for r in ranked],
+                                  {i.memory_id: i.row for i in inputs})
     return {
         **_bundle(found, ranked, cosines, {h.memory_id: h.bm25 for h in text_hits}),
         "vector_available": vector_available,
         "candidates": {"vector": len(vector_hits), "text": len(text_hits),
-                       "belowFloor": sum(1 for m in candidates if floor and not floor(m))},
+                       "belowFloor": sum(1 for i in inputs if floor and not floor(i.memory_id))},
     }
 
 
@@ -301,13 +304,15 @@ def _vector_side(odb: OrchestratorDB, encoded: tuple[np.ndarray, str], search: _
     return hits, True
 
 
-def _features(odb: OrchestratorDB, ids: list[str]) -> dict[str, Features]:
+def _features(odb: OrchestratorDB, inputs: list[recall_reads.RankInputs]
+              ) -> dict[str, Features]:
+    ids = [r.memory_id for r in inputs]
     penalized = contradicted(contradictions(odb, ids)) if ids else set()
     return {r.memory_id: Features(memory_id=r.memory_id, importance=r.importance,
                                   confidence=r.confidence, created_at=parse_ts(r.created_at),
                                   contradicted=r.memory_id in penalized,
                                   memory_type=r.type)
-            for r in recall_reads.rank_inputs(odb, ids)}
+            for r in inputs}
 
 
 def _bundle(found: recall_reads.Assembly, ranked: list[Ranked], cosines: dict[str, float],

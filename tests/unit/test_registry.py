@@ -100,4 +100,4 @@ def test_a_bad_embedding_backend_is_an_embedding_error(plugin: str, attr: str,
 def test_an_unknown_backend_name_fails_when_settings_load() -> None:
     with pytest.raises(ConfigError, match=r"embedding\.backend"):
         load_settings(environ={"ORCHMEM_EMBEDDING__BACKEND": "word2vec"})
-    assert load_settings(environ={}).embedding.backend == "sentence-transformers"
+    assert load_settings(environ={}).embedding.backend == "onnx"
