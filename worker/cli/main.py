@@ -9,7 +9,7 @@ import click
 
 from orchmem.config import OrchmemError
 
-from . import edits, memory, ops, portability
+from . import durability, edits, memory, ops, portability
 from .common import Cli, fail
 
 
@@ -44,5 +44,6 @@ def main(ctx: click.Context, config: str | None, root: str | None) -> None:
     ctx.obj = Cli(config, root)
 
 
-for command in (*ops.COMMANDS, *memory.COMMANDS, *edits.COMMANDS, *portability.COMMANDS):
+for command in (*ops.COMMANDS, *memory.COMMANDS, *edits.COMMANDS, *portability.COMMANDS,
+                *durability.COMMANDS):
     main.add_command(command)
