@@ -3,6 +3,8 @@ export / import / backup / migration tests move around."""
 
 from __future__ import annotations
 
+import sqlite3
+from pathlib import Path
 from typing import Any
 
 from orchmem.models.edits import Forget, Link, Retract, Supersede, apply_edit
@@ -70,3 +72,12 @@ def seed(odb: OrchestratorDB, embedder: Embedder) -> dict[str, str]:
     while reembed_batch(odb, embedder, 64):  # the superseding memory's vector
         pass
     return ids
+
+
+def as_schema_1(path: Path) -> None:
+    """Turn a current memory.db back into the file release 89b6483 (schema 1) wrote
+    (test_migrations.py checks that stand-in against tests/data/memory_db_schema_v1.json)."""
+    with sqlite3.connect(path) as conn:
+        conn.execute("DROP TABLE memory_event_ids")
+        conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    conn.close()
