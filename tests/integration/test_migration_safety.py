@@ -120,7 +120,7 @@ def test_a_failed_migration_restores_the_file_and_degrades_to_read_only(
     assert ranks(legacy["settings"]) == legacy["ranks"]  # reads work
     memory = validate(MemoryInput, {"type": "Fact", "content": "A new fact",
                                     "source": {"sourceType": "manual", "capturedBy": "user"}})
-    with pytest.raises(MemoryDegraded, match="read-only.*orchmem migrate --orch upgrader"):
+    with pytest.raises(MemoryDegraded, match=r"read-only.*orchmem migrate --orch upgrader"):
         write_memories(odb, key="w1", task="t", memories=[memory])
     assert stats(odb)["degraded"]["reason"] == info["reason"]
     root = str(legacy["settings"].root)
