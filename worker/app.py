@@ -31,6 +31,7 @@ TASK_MODULES = (
     "orchmem.tasks.edits",
     "orchmem.tasks.ingest",
     "orchmem.tasks.bulletin",
+    "orchmem.tasks.backups",
 )
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from memory_seed import seed
-from orchmem_testing import make_settings
+from orchmem_testing import make_settings, wait_until
 
 from orchmem.config import MemoryCorrupt
 from orchmem.models.embedding import Embedder
@@ -22,7 +22,9 @@ from orchmem.models.storage.backup import list_backups, restore_backup, take_bac
 from orchmem.models.storage.database import Databases, OrchestratorDB
 from orchmem.models.storage.vectors import index_for
 from orchmem.models.writeback import write_memories
+from orchmem.tasks.maintenance import FANOUT
 from orchmem.worker.cli.main import main
+from orchmem.worker.routing import shard_for
 
 ORCH = "keeper"
 
@@ -136,3 +138,15 @@ def test_a_backup_of_another_orchestrator_is_refused(memory: dict[str, Any],
     foreign = take_backup(other, "manual")
     with pytest.raises(MemoryCorrupt, match="belongs to orchestrator 'someone-else'"):
         restore_backup(memory["odb"].workspace, foreign, busy_timeout_ms=1000)
+
+
+def test_the_beat_backup_job_backs_up_each_orchestrator_of_the_shard(
+        settings: Any, app: Any, worker: Any, orch_id: str) -> None:
+    odb = Databases(settings).open(orch_id)
+    assert odb is not None
+    write_memories(odb, key="k", task="t", memories=[fact("Back me up on schedule")])
+    shard = shard_for(settings, orch_id)
+    result = app.send_task(FANOUT, kwargs={"shard": shard, "job": "backup"}).get(timeout=60)
+    assert orch_id in result["published"]
+    wait_until(lambda: [b.reason for b in list_backups(odb.workspace)] == ["scheduled"], 60,
+               message="the scheduled backup")
