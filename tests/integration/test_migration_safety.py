@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from memory_seed import as_schema_1, seed
-from orchmem_testing import make_settings
+from orchmem_testing import WorkerProcess, make_settings
 
 from orchmem.config import MemoryDegraded, Settings
 from orchmem.models.embedding import Embedder
@@ -21,10 +21,13 @@ from orchmem.models.schema import MemoryInput, validate
 from orchmem.models.storage import migrations
 from orchmem.models.storage.backup import check_backup, list_backups
 from orchmem.models.storage.database import Databases, OrchestratorDB
+from orchmem.models.storage.outbox import Outbox, prune_done
 from orchmem.models.storage.stats import stats
 from orchmem.models.storage.tables import SCHEMA_VERSION
 from orchmem.models.writeback import write_memories
+from orchmem.worker.app import create_app
 from orchmem.worker.cli.main import main
+from orchmem.worker.client import MemoryClient
 
 ORCH = "upgrader"
 SCHEMA_1 = Path(__file__).parents[1] / "data" / "memory_db_schema_v1.json"
@@ -151,3 +154,31 @@ def test_migrate_dry_run_and_all(legacy: Any) -> None:
     assert json.loads(result.output)["orchestrators"][ORCH]["status"] == "current"
     result = runner.invoke(main, ["--root", root, "migrate"])
     assert result.exit_code == 2 and "--orch ID, or --all" in result.output
+
+
+def test_a_write_to_a_degraded_memory_is_refused_and_stays_in_the_outbox(
+        legacy: Any, monkeypatch: pytest.MonkeyPatch, isolated: Any) -> None:
+    monkeypatch.setattr(migrations, "MIGRATIONS", [(2, fails_after_its_ddl)])
+    odb = Databases(legacy["settings"]).open(ORCH)  # the failed migration: degraded
+    assert odb is not None and odb.workspace.degraded_marker.exists()
+    settings = isolated(shards=1)  # the same root, with a broker and a real worker
+    assert settings.root == legacy["settings"].root
+    app = create_app(settings)
+    worker = WorkerProcess(settings).start(app)
+    try:
+        client = MemoryClient(ORCH, settings, app=app)
+        handle = client.write_back(memories=[{"type": "Fact", "content": "Kept for later",
+                                              "source": {"sourceType": "manual",
+                                                         "capturedBy": "user"}}],
+                                   idempotency_key="later-1")
+        assert handle.ok
+        failure = handle._async.get(timeout=60, propagate=False)
+        assert isinstance(failure, MemoryDegraded)
+        outbox = Outbox(legacy["workspace"].outbox_path)
+        try:
+            assert prune_done(outbox, odb) == ["later-1"]  # no receipt: it stays
+        finally:
+            outbox.close()
+        assert [n.memory.content for n in client.recall("office").nodes]  # reads work
+    finally:
+        worker.stop()
