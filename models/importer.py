@@ -129,9 +129,12 @@ def import_folder(odb: OrchestratorDB, folder: Path, *, embedder: Embedder, batc
     """Import the export in ``folder`` into ``odb`` (a writer's handle).
 
     Returns ``{"written": {records, sources, edges, audit, vectors}, "skipped",
-    "conflicts", "seconds"}``. Raises ImportRejected (nothing written: a bad file, line or
-    field, named; or a conflict without ``skip_conflicts``), ScopeViolation (an id or a
-    manifest of another orchestrator), StorageError.
+    "conflicts", "seconds", "embedSeconds", "writeSeconds"}`` (``writeSeconds``: the
+    one transaction, i.e. how long the write lock was held).
+
+    Raises ImportRejected (nothing written: a bad file, line or field, named; or a
+    conflict without ``skip_conflicts``), ScopeViolation (an id or a manifest of another
+    orchestrator), StorageError.
     """
     started = time.monotonic()
     bundle = load(folder, odb.orchestrator_id)
@@ -139,10 +142,16 @@ def import_folder(odb: OrchestratorDB, folder: Path, *, embedder: Embedder, batc
         first = plan(bundle)
     if first.conflicts and not skip_conflicts:
         raise _conflict(first.conflicts)
+    embedding = time.monotonic()
     vectors = _embed(embedder, first.records, batch_size, progress)
+    writing = time.monotonic()
     written = _write(odb, bundle, first, vectors, embedder.version)
+    done = time.monotonic()
     report = {"written": written, "skipped": first.skipped, "conflicts": first.conflicts,
-              "seconds": round(time.monotonic() - started, 3)}
+              "seconds": round(done - started, 3),
+              "embedSeconds": round(writing - embedding, 3),
+              # How long the write lock was held: what the shard's worker may wait.
+              "writeSeconds": round(done - writing, 3)}
     odb.log.write("imported", folder=str(folder), written=written, skipped=first.skipped,
                   conflicts=len(first.conflicts))
     return report
