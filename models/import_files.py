@@ -29,6 +29,7 @@ from orchmem.config import ImportRejected, ScopeViolation
 
 from .export import FILES, MANIFEST
 from .schema import (
+    CONTROL_CHARS,
     CapturedBy,
     EdgeType,
     MemoryType,
@@ -153,6 +154,8 @@ def check_value(column: Column, value: Any, where: str, orchestrator_id: str) ->
     if kind == "text" and (not isinstance(value, str) or "\x00" in value):
         raise _reject("bad_field", where, "must be a string without NUL bytes")
     key = column.key
+    if key in ("content", "summary", "value") and CONTROL_CHARS.search(value):
+        raise _reject("bad_field", where, "must be plain text without control characters")
     if key in _ENUMS and value not in _ENUMS[key]:
         raise _reject("bad_field", where, f"{value!r} is not one of {sorted(_ENUMS[key])}"[:300])
     bounds = _RANGES.get(key)

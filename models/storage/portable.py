@@ -153,13 +153,14 @@ def insert(kind: str, lines: Sequence[dict[str, Any]]) -> int:
         return 0
     table = _KINDS[kind][0]
     cols = [c for c in columns(kind) if not (kind == "audit" and c.key == "eventId")]
+    # Peewee takes field names; a foreign key's column is its field name + "_id".
+    names = {c.column: _field(table, c.column) for c in cols}
     for start in range(0, len(lines), 200):
         batch = lines[start:start + 200]
         values = [{c.column: _stored(c, line.get(c.key)) for c in cols if c.key in line}
                   for line in batch]
         if kind != "audit":
-            # Column names (not field names): the foreign keys' columns end in _id.
-            table.insert_many([{_field(table, k): v for k, v in row.items()}
+            table.insert_many([{names[k]: v for k, v in row.items()}
                                for row in values]).execute()
             continue
         for row, line in zip(values, batch, strict=True):

@@ -127,6 +127,7 @@ def test_bad_json_names_its_line(target: Any, folder: Path, embedder: Embedder) 
     ("status", "deleted", "bad_field"),
     ("createdAt", "yesterday", "bad_field"),
     ("content", None, "bad_field"),
+    ("content", "bell \x07 inside", "bad_field"),
     ("colour", "blue", "bad_field"),
 ])
 def test_a_bad_field_names_line_and_field(target: Any, folder: Path, embedder: Embedder,
