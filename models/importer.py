@@ -105,14 +105,14 @@ def _write(odb: OrchestratorDB, bundle: Bundle, expected: Plan, vectors: dict[st
         edges = portable.existing_edges(odb)
         events = portable.existing_event_keys(odb)
         written = {
-            "records": portable.insert("records", now.records),
-            "sources": portable.insert("sources", [s for s in bundle.lines["sources"]
+            "records": portable.insert(odb, "records", now.records),
+            "sources": portable.insert(odb, "sources", [s for s in bundle.lines["sources"]
                                                    if s["memoryId"] in new_ids]),
-            "edges": portable.insert("edges", [
+            "edges": portable.insert(odb, "edges", [
                 e for e in bundle.lines["edges"]
                 if e["fromMemoryId"] in present and e["toMemoryId"] in present
                 and (e["fromMemoryId"], e["toMemoryId"], e["edgeType"]) not in edges]),
-            "audit": portable.insert("audit", [a for a in bundle.lines["audit"]
+            "audit": portable.insert(odb, "audit", [a for a in bundle.lines["audit"]
                                                if portable.event_key(a) not in events]),
             "vectors": store_embeddings([(m, v) for m, v in vectors.items() if m in new_ids],
                                         embedder),
