@@ -142,3 +142,41 @@ class IngestRejected(OrchmemError):
 
     def to_dict(self) -> dict[str, Any]:
         return {**super().to_dict(), "reason": self.reason, "detail": self.detail}
+
+
+class ImportRejected(OrchmemError):
+    """Raised when ``orchmem import`` refuses a folder; nothing of it was written.
+
+    ``reason`` is a stable code (``manifest``, ``hash_mismatch``, ``missing_file``,
+    ``line_too_long``, ``bad_json``, ``bad_field``, ``order``, ``count_mismatch``,
+    ``dangling``, ``conflict``); ``errors`` lists ``{"path": "records.jsonl:12:importance",
+    "message": ...}`` items, one per offending line and field.
+    """
+
+    code = "import_rejected"
+
+    def __init__(self, reason: str, message: str,
+                 errors: list[dict[str, str]] | None = None) -> None:
+        super().__init__(reason, message, errors or [])
+
+    @property
+    def reason(self) -> str:
+        return str(self.args[0])
+
+    @property
+    def message(self) -> str:
+        return f"{self.reason}: {self.args[1]}"
+
+    @property
+    def errors(self) -> list[dict[str, str]]:
+        return list(self.args[2])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "reason": self.reason, "errors": self.errors}
+
+
+class MemoryDegraded(OrchmemError):
+    """Raised when a write reaches an orchestrator whose memory is read-only after a failed
+    migration: recall and the bulletin still work; the write stays in the outbox."""
+
+    code = "degraded"

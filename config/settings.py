@@ -217,6 +217,16 @@ class BeatSettings(_Section):
     receipt_retention_days: int = Field(30, ge=1)
 
 
+class BackupSettings(_Section):
+    """``orchmem backup`` and the beat's scheduled backups (``memory/backups/``)."""
+
+    #: Scheduled and manual backups kept per orchestrator (the oldest go first);
+    #: pre-migration backups are kept until an operator removes them.
+    retention_count: int = Field(7, ge=1, le=1000)
+    #: How often beat takes a backup of every orchestrator; 0 = never.
+    interval_s: int = Field(24 * 3600, ge=0)
+
+
 class FlowerSettings(_Section):
     address: str = "127.0.0.1"
     port: int = Field(5555, ge=1, le=65_535)
@@ -306,6 +316,7 @@ class Settings(BaseSettings):
     flower: FlowerSettings = Field(default_factory=FlowerSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
     reader: ReaderSettings = Field(default_factory=ReaderSettings)
+    backup: BackupSettings = Field(default_factory=BackupSettings)
     orchestrators: dict[str, OrchestratorSettings] = Field(default_factory=dict)
     #: The TOML file these settings were read from, passed on to child processes.
     _config_path: Path | None = PrivateAttr(default=None)

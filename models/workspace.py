@@ -90,6 +90,15 @@ class Workspace:
         return self.memory_dir / "quarantine"
 
     @property
+    def backups_dir(self) -> Path:
+        return self.memory_dir / "backups"
+
+    @property
+    def degraded_marker(self) -> Path:
+        """Present while memory is read-only after a failed migration (storage/backup.py)."""
+        return self.memory_dir / "DEGRADED.json"
+
+    @property
     def disabled_marker(self) -> Path:
         return self.memory_dir / "DISABLED.json"
 

@@ -22,6 +22,7 @@ from celery import Task
 
 from orchmem.config import (
     MemoryCorrupt,
+    MemoryDegraded,
     MemoryDisabled,
     MemoryNotFound,
     MemoryValidationError,
@@ -45,7 +46,7 @@ class MemoryTask(Task):
     reject_on_worker_lost = True
     #: Expected failures: recorded as the task's failure, logged without a traceback.
     throws = (MemoryValidationError, ScopeViolation, MemoryDisabled, MemoryCorrupt,
-              MemoryNotFound)
+              MemoryNotFound, MemoryDegraded)
     #: The name its idempotency keys are derived under.
     kind = "task"
     #: Keeps a receipt (exactly-once effect); False for read-only tasks.

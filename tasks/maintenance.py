@@ -11,6 +11,7 @@ the same queue, behind any write already waiting. Jobs:
 - ``gc``: finished receipts past ``beat.receipt_retention_days``, ``PRAGMA optimize``,
   a WAL checkpoint (Celery results in Redis expire by themselves, ``result_ttl_s``);
 - ``bulletin``: a fresh bulletin where memory changed since the last snapshot;
+- ``backup``: a backup into ``memory/backups/`` and the retention (tasks/backups.py);
 - ``outbox``: prune outbox entries whose receipt exists, re-publish the others once
   they are older than ``beat.outbox_republish_after_s`` (models/outbox.py).
 """
@@ -40,6 +41,7 @@ from orchmem.models.storage.events import watermark
 from orchmem.models.storage.integrity import integrity_problem
 from orchmem.models.storage.outbox import Outbox, prune_done
 
+from .backups import BACKUP
 from .base import MemoryTask
 from .bulletin import BULLETIN
 from .ingest import INGEST_SCAN
@@ -109,7 +111,7 @@ INTEGRITY = "orchmem.integrity_check"
 GC = "orchmem.gc"
 OUTBOX = "orchmem.outbox_reconcile"
 DEADLETTER_RETRY = "orchmem.deadletter_retry"
-JOBS = ("reembed", "ingest", "integrity", "gc", "bulletin", "outbox")
+JOBS = ("reembed", "ingest", "integrity", "gc", "bulletin", "outbox", "backup")
 
 
 def _queue_of(task: MemoryTask, kwargs: dict[str, Any]) -> str:
@@ -125,7 +127,7 @@ def _due(task: MemoryTask, job: str, orchestrator_id: str) -> bool:
     if job == "ingest":
         return memory.ingest.enabled and workspace.ingest_dir.is_dir() and any(
             entry.is_file() for entry in workspace.ingest_dir.iterdir())
-    if job in ("integrity", "gc"):
+    if job in ("integrity", "gc", "backup"):
         return workspace.db_path.exists()
     if job == "outbox":
         return workspace.outbox_path.exists()
@@ -148,7 +150,7 @@ def fanout(self: MemoryTask, shard: int, job: str) -> dict[str, Any]:
     if job not in JOBS:
         raise MemoryValidationError(f"job must be one of {', '.join(JOBS)}, got {job!r}")
     names = {"reembed": REEMBED, "ingest": INGEST_SCAN, "integrity": INTEGRITY, "gc": GC,
-             "bulletin": BULLETIN, "outbox": OUTBOX}
+             "bulletin": BULLETIN, "outbox": OUTBOX, "backup": BACKUP}
     mine = _queue_of(self, {"shard": shard})
     stamp = format_ts(utc_now())
     published, skipped = [], {}

@@ -32,6 +32,7 @@ TASK_MODULES = (
     "orchmem.tasks.ingest",
     "orchmem.tasks.bulletin",
     "orchmem.tasks.read",
+    "orchmem.tasks.backups",
 )
 
 

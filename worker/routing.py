@@ -6,7 +6,7 @@ consumed by one worker process with concurrency 1, so one orchestrator has one
 writer and its tasks run in the order they were published.
 
 Control work (beat fan-outs, outbox reconciliation, ingest scans, re-embedding,
-integrity checks, gc, dead-letter retries) goes to the shard's control queue,
+integrity checks, gc, backups, dead-letter retries) goes to the shard's control queue,
 ``<prefix>.<shard>.control``, which the same worker reads first (kombu's ``priority``
 queue order): a backlog of write-backs cannot starve it, and there is still one writer
 per file. Write-backs, edits and bulletins stay on the data queue, in publish order (a
@@ -19,13 +19,14 @@ import hashlib
 from typing import Any
 
 from orchmem.config import MemoryValidationError, Settings, check_orchestrator_id
+from orchmem.tasks.backups import BACKUP
 from orchmem.tasks.ingest import INGEST_SCAN
 from orchmem.tasks.maintenance import DEADLETTER_RETRY, FANOUT, GC, INTEGRITY, OUTBOX, REEMBED
 from orchmem.tasks.read import RECALL_READ
 
 #: Tasks that go to a shard's control queue.
 CONTROL_TASKS = frozenset({FANOUT, OUTBOX, INGEST_SCAN, REEMBED, INTEGRITY, GC,
-                           DEADLETTER_RETRY})
+                           DEADLETTER_RETRY, BACKUP})
 
 #: Tasks that go to a shard's read queue, served by ``orchmem reader`` (no writes).
 READ_TASKS = frozenset({RECALL_READ})

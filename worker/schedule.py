@@ -24,9 +24,12 @@ def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
         "gc": beat.gc_interval_s,
         "bulletin": beat.bulletin_refresh_interval_s,
         "outbox": beat.outbox_reconcile_interval_s,
+        "backup": settings.backup.interval_s,
     }
     schedule = {}
     for job, every in intervals.items():
+        if every <= 0:
+            continue  # switched off (backup.interval_s = 0)
         for shard in range(settings.shards):
             queue = control_queue_name(settings, shard)
             schedule[f"{job}-shard{shard}"] = {

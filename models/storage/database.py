@@ -39,6 +39,7 @@ from orchmem.config import (
 
 from ..memlog import MemoryLog
 from ..workspace import Workspace
+from .degraded import check_not_degraded, degraded_info
 from .integrity import check_not_disabled, verify
 from .migrations import migrate
 from .tables import (
@@ -125,7 +126,10 @@ class OrchestratorDB:
 
     @contextmanager
     def write(self) -> Iterator[None]:
-        """One IMMEDIATE write transaction, tables bound: commits or rolls back as a whole."""
+        """One IMMEDIATE write transaction, tables bound: commits or rolls back as a whole.
+
+        Raises MemoryDegraded while a failed migration left the memory read-only."""
+        check_not_degraded(self.workspace)
         with self.bound(), self.db.atomic("IMMEDIATE"):
             yield
 
@@ -268,7 +272,9 @@ class Databases:
             )
             try:
                 verify(odb)
-                if not self.readonly:
+                # A degraded orchestrator is not migrated again at every open: only
+                # `orchmem migrate` retries (degraded.py).
+                if not self.readonly and degraded_info(workspace) is None:
                     migrate(odb)
             except BaseException:
                 odb.close()  # a connection left open would pin SQLite's view of the file

@@ -2,10 +2,21 @@
 
 ``MIGRATIONS`` lists the numbered steps in order: step ``n`` turns a version ``n - 1``
 file into a version ``n`` one. A writer's registry runs the steps a file still needs
-when it opens it (:func:`migrate`); each step is one IMMEDIATE transaction that reads
-the version again under the write lock, changes the schema and sets
-``meta.schema_version`` to ``n``, so a crash leaves the file at ``n - 1`` or ``n``,
-and two writers opening the same old file at once run each step once.
+when it opens it (:func:`migrate`; ``orchmem migrate`` does the same on demand):
+
+1. a backup first (``memory/backups/memory-<time>-premigrate-v<n>.db``, backup.py);
+2. every step in ONE IMMEDIATE transaction, which reads the version again under the
+   write lock (two writers opening the same old file run the steps once);
+3. a check inside that transaction: ``integrity_check``, the FTS index's own
+   integrity check, and the row counts of memories, sources, edges, events and vectors
+   unchanged;
+4. ``schema_version`` and ``last_migrated_at`` written, then the commit.
+
+A crash anywhere leaves the old version (the transaction never committed) or the new
+one; the next open finishes the job. A failing step or check rolls everything back,
+the backup is restored over the file (belt and braces: it is the same content), and
+the orchestrator is marked degraded (degraded.py): reads work, writes are refused
+until ``orchmem migrate`` succeeds. Re-running on a current file does nothing.
 
 A step's DDL is written out here as that release had it, not taken from the table
 classes: the classes describe the newest schema, a step must keep describing its own.
@@ -15,13 +26,22 @@ a newer table fall back to what the older schema had (``events.naming``).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .tables import META_SCHEMA_VERSION, MetaRow
+import peewee
+
+from ..schema import format_ts, utc_now
+from .backup import restore_backup, take_backup
+from .degraded import mark_degraded
+from .tables import META_LAST_MIGRATED_AT, META_SCHEMA_VERSION, SCHEMA_VERSION, MetaRow
 
 if TYPE_CHECKING:
     from .database import OrchestratorDB
+
+logger = logging.getLogger(__name__)
 
 #: Schema 2: the audit events indexed by memory id, backfilled from their JSON lists.
 _UPGRADE_TO_2 = (
@@ -54,21 +74,88 @@ def schema_version() -> int:
     return int(row.value) if row is not None else 0
 
 
-def migrate(odb: OrchestratorDB) -> list[int]:
-    """Run the steps a writer's ``odb`` still needs; returns the versions applied (empty
-    when the file was current). Raises StorageError (nothing of a failed step stays)."""
-    applied = []
+def pending(odb: OrchestratorDB) -> list[int]:
+    """The step versions ``odb``'s file still needs (empty when current)."""
     with odb.bound():
         current = schema_version()
-    for version, step in MIGRATIONS:
-        if version <= current:
-            continue
-        with odb.write():
-            if schema_version() >= version:
-                continue  # another writer ran this step since we looked
-            step(odb)
-            MetaRow.insert(key=META_SCHEMA_VERSION, value=str(version)) \
-                .on_conflict_replace().execute()
-        applied.append(version)
-        odb.log.write("schema_migrated", version=version)
+    return [version for version, _ in MIGRATIONS if version > current]
+
+
+#: Tables whose rows a migration must keep, one for one.
+_KEPT = ("memories", "memory_sources", "memory_edges", "memory_events", "memory_embeddings")
+
+
+def _counts(odb: OrchestratorDB) -> dict[str, int]:
+    return {t: int(odb.db.execute_sql(f"SELECT count(*) FROM {t}").fetchone()[0])
+            for t in _KEPT}
+
+
+def check_migrated(odb: OrchestratorDB, before: dict[str, int]) -> None:
+    """Inside the migration's transaction: integrity, FTS and row counts; raises
+    MigrationFailed naming what is wrong."""
+    problems = [str(r[0]) for r in odb.db.execute_sql("PRAGMA integrity_check") if r[0] != "ok"]
+    try:
+        odb.db.execute_sql("INSERT INTO memory_fts(memory_fts) VALUES ('integrity-check')")
+    except peewee.DatabaseError as exc:
+        problems.append(f"memory_fts: {exc}")
+    after = _counts(odb)
+    problems += [f"{t}: {before[t]} rows before, {after[t]} after" for t in _KEPT
+                 if before[t] != after[t]]
+    if problems:
+        raise MigrationFailed("; ".join(problems[:5]))
+
+
+class MigrationFailed(Exception):
+    """A step or the check after it failed (the transaction is rolled back)."""
+
+
+def _run_steps(odb: OrchestratorDB) -> tuple[int, list[int]]:
+    """The one transaction: (version found under the lock, versions applied)."""
+    applied: list[int] = []
+    with odb.write():
+        current = schema_version()
+        before = _counts(odb)
+        for version, step in MIGRATIONS:
+            if version > current:
+                step(odb)
+                applied.append(version)
+        if applied:
+            check_migrated(odb, before)
+            for key, value in ((META_SCHEMA_VERSION, str(applied[-1])),
+                               (META_LAST_MIGRATED_AT, format_ts(utc_now()))):
+                MetaRow.insert(key=key, value=value).on_conflict_replace().execute()
+    return current, applied
+
+
+def migrate(odb: OrchestratorDB) -> list[int]:
+    """Run the steps a writer's ``odb`` still needs; returns the versions applied (empty
+    when the file was current, or when it failed: then ``odb``'s orchestrator is
+    degraded, and its writes raise MemoryDegraded). Raises StorageError when the backup
+    cannot be taken (nothing was changed)."""
+    todo = pending(odb)
+    if not todo:
+        return []
+    with odb.bound():
+        found = schema_version()
+    backup = take_backup(odb, f"premigrate-v{found}")
+    try:
+        found, applied = _run_steps(odb)
+    except Exception as exc:  # any failure of a step: roll back, restore, degrade
+        _fail(odb, backup, found, exc)
+        return []
+    for version in applied:
+        odb.log.write("schema_migrated", version=version, fromVersion=found,
+                      backup=str(backup))
     return applied
+
+
+def _fail(odb: OrchestratorDB, backup: Path, found: int, exc: Exception) -> None:
+    odb.close()
+    restore_backup(odb.workspace, backup, odb.settings.worker.busy_timeout_ms)
+    reason = (f"the migration from schema {found} to {SCHEMA_VERSION} failed "
+              f"({type(exc).__name__}: {exc}); the file was restored from {backup}")
+    mark_degraded(odb.workspace, reason, backup=str(backup), fromVersion=found,
+                  toVersion=SCHEMA_VERSION)
+    odb.log.write("migration_failed", error=str(exc)[:500], backup=str(backup),
+                  fromVersion=found, toVersion=SCHEMA_VERSION)
+    logger.error("memory of %s is degraded: %s", odb.orchestrator_id, reason)

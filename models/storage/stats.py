@@ -9,6 +9,7 @@ from typing import Any
 from peewee import JOIN
 
 from .database import OrchestratorDB
+from .degraded import degraded_info
 from .tables import (
     DeadLetterRow,
     MemoryEdgeRow,
@@ -57,6 +58,7 @@ def stats(odb: OrchestratorDB) -> dict[str, Any]:
             "deadLetters": DeadLetterRow.select().count(),
             "dbBytes": odb.workspace.db_path.stat().st_size,
             "walBytes": _size(odb.workspace.db_path.with_name("memory.db-wal")),
+            "degraded": degraded_info(odb.workspace),
         }
 
 

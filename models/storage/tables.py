@@ -255,6 +255,7 @@ META_ORCHESTRATOR_ID = "orchestrator_id"
 META_EMBEDDING_SEQ = "embedding_seq"
 META_EMBEDDING_DELETES = "embedding_deletes"
 META_EVENT_WATERMARK = "event_watermark"
+META_LAST_MIGRATED_AT = "last_migrated_at"
 
 
 def create_schema(db: Database, orchestrator_id: str) -> None:

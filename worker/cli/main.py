@@ -9,7 +9,7 @@ import click
 
 from orchmem.config import OrchmemError
 
-from . import edits, mcpserve, memory, ops, reader, serve, tokens
+from . import durability, edits, mcpserve, memory, ops, portability, reader, serve, tokens
 from .common import Cli, fail
 
 
@@ -44,7 +44,8 @@ def main(ctx: click.Context, config: str | None, root: str | None) -> None:
     ctx.obj = Cli(config, root)
 
 
-for command in (*ops.COMMANDS, *memory.COMMANDS, *edits.COMMANDS):
+for command in (*ops.COMMANDS, *memory.COMMANDS, *edits.COMMANDS, *portability.COMMANDS,
+                *durability.COMMANDS):
     main.add_command(command)
 for command in (*tokens.COMMANDS, *serve.COMMANDS, *mcpserve.COMMANDS, *reader.COMMANDS):
     main.add_command(command)

@@ -17,6 +17,7 @@ from orchmem.models.embedding import get_embedder
 from orchmem.models.reembed import remaining
 from orchmem.models.storage.database import Databases, known_orchestrators
 from orchmem.models.storage.deadletters import dead_letters
+from orchmem.models.storage.degraded import degraded_info
 from orchmem.tasks.maintenance import DEADLETTER_RETRY, REEMBED
 
 from ..app import OrchmemCelery, connect_worker_signals, create_app
@@ -222,6 +223,10 @@ def check(cli: Cli, config: str | None, as_json: bool) -> None:
         try:
             odb = databases.open(orchestrator_id, create=False)
             entry = {"status": "ok" if odb else "empty"}
+            degraded = degraded_info(databases.workspace(orchestrator_id))
+            if degraded is not None:
+                entry = {"status": "degraded", "message": str(degraded.get("reason"))}
+                report["ok"] = False
         except OrchmemError as exc:
             entry = {"status": exc.code, "message": str(exc)}
             report["ok"] = False

@@ -1,0 +1,83 @@
+"""A memory with every type, edge type, status and source type, and edits: what the
+export / import / backup / migration tests move around."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from orchmem.models.edits import Forget, Link, Retract, Supersede, apply_edit
+from orchmem.models.embedding import Embedder
+from orchmem.models.reembed import reembed_batch
+from orchmem.models.schema import EdgeInput, MemoryInput, MemoryType, validate
+from orchmem.models.storage.database import OrchestratorDB
+from orchmem.models.writeback import write_memories
+
+#: One source of each type (the ingest one gets its path in the workspace).
+SOURCES: list[dict[str, Any]] = [
+    {"sourceType": "workflow_output", "capturedBy": "extractor", "workflowRunId": "run-1",
+     "stepId": "plan"},
+    {"sourceType": "channel_transcript", "capturedBy": "extractor", "conversationId": "c-1"},
+    {"sourceType": "ingest_file", "capturedBy": "system"},
+    {"sourceType": "diagnostics", "capturedBy": "system"},
+    {"sourceType": "manual", "capturedBy": "user"},
+]
+CONTENTS = {
+    "Fact": "The office is in Porto near the river",
+    "Preference": "The user prefers short answers in English",
+    "Decision": "We decided to keep SQLite per orchestrator",
+    "Identity": "The user is called Ana Ribeiro",
+    "Event": "The launch happened on 3 March",
+    "Observation": "Builds are slower on Mondays",
+    "Goal": "Ship version two by June",
+    "Todo": "Write the migration guide",
+}
+
+
+def seed(odb: OrchestratorDB, embedder: Embedder) -> dict[str, str]:
+    """Fill ``odb``; returns {name: memoryId}. Every memory gets a vector."""
+    ingest_file = odb.workspace.processed_dir / "notes.md"
+    ingest_file.parent.mkdir(parents=True, exist_ok=True)
+    ingest_file.write_text("notes")
+    inputs = []
+    for i, (memory_type, content) in enumerate(CONTENTS.items()):
+        source = dict(SOURCES[i % len(SOURCES)])
+        if source["sourceType"] == "ingest_file":
+            source["sourcePath"] = str(ingest_file)
+        inputs.append(validate(MemoryInput, {
+            "type": memory_type, "content": content, "key": memory_type,
+            "importance": 10 * i + 5, "confidence": 0.5 + i / 20, "source": source},
+            workspace=odb.workspace))
+    edges = [validate(EdgeInput, {"fromMemoryId": a, "toMemoryId": b, "edgeType": t,
+                                  "weight": 0.5, "reason": f"{t} reason"})
+             for a, b, t in (("Goal", "Todo", "PartOf"), ("Decision", "Fact", "CausedBy"),
+                             ("Event", "Observation", "RelatedTo"))]
+    vectors = embedder.encode([m.content for m in inputs])
+    result = write_memories(odb, key="seed-1", task="t", memories=inputs, edges=edges,
+                            vectors=list(vectors), embedder=embedder.version)
+    ids = dict(zip([t.value for t in MemoryType], result["memoryIds"], strict=True))
+    again = validate(MemoryInput, {"type": "Fact", "content": CONTENTS["Fact"],
+                                   "source": SOURCES[1] | {"conversationId": "c-2"}})
+    write_memories(odb, key="seed-2", task="t", memories=[again])  # a reinforcement
+    apply_edit(odb, Supersede(op="supersede", memory_id=ids["Preference"],
+                              content="The user prefers detailed answers in English",
+                              reason="changed their mind"), key="e1", task="edit")
+    apply_edit(odb, Retract(op="retract", memory_id=ids["Observation"], reason="wrong"),
+               key="e2", task="edit")
+    apply_edit(odb, Link(op="link", from_memory_id=ids["Fact"], to_memory_id=ids["Identity"],
+                         edge_type="Contradicts", reason="test"), key="e3", task="edit")
+    apply_edit(odb, Forget(op="forget", memory_id=ids["Event"], hard=True), key="e4",
+               task="edit")
+    while reembed_batch(odb, embedder, 64):  # the superseding memory's vector
+        pass
+    return ids
+
+
+def as_schema_1(path: Path) -> None:
+    """Turn a current memory.db back into the file release 89b6483 (schema 1) wrote
+    (test_migrations.py checks that stand-in against tests/data/memory_db_schema_v1.json)."""
+    with sqlite3.connect(path) as conn:
+        conn.execute("DROP TABLE memory_event_ids")
+        conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    conn.close()

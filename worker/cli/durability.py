@@ -1,0 +1,200 @@
+"""Keeping memory safe: ``rebuild``, ``backup``, ``restore``, ``migrate``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from orchmem.config import MemoryNotFound, OrchmemError
+from orchmem.models.embedding import get_embedder
+from orchmem.models.rebuild import rebuild as rebuild_parts
+from orchmem.models.storage.backup import (
+    check_backup,
+    list_backups,
+    prune,
+    restore_backup,
+    take_backup,
+)
+from orchmem.models.storage.database import Databases, OrchestratorDB, known_orchestrators
+from orchmem.models.storage.degraded import clear_degraded, degraded_info
+from orchmem.models.storage.migrations import pending
+from orchmem.models.workspace import Workspace
+from orchmem.tasks.bulletin import write_bulletin
+
+from .common import Cli, emit, json_option, orch_option, pass_cli
+
+
+def open_writer(cli: Cli, orchestrator_id: str) -> tuple[Databases, OrchestratorDB]:
+    """A writer's handle on an existing orchestrator (MemoryNotFound when it has none)."""
+    databases = Databases(cli.settings)
+    odb = databases.open(orchestrator_id, create=False)
+    if odb is None:
+        raise MemoryNotFound(f"orchestrator {orchestrator_id!r} has no memory.db under "
+                             f"{cli.settings.runtime_root(orchestrator_id)}")
+    return databases, odb
+
+
+@click.command()
+@orch_option
+@click.option("--fts", is_flag=True, help="Rebuild the full-text index.")
+@click.option("--vectors", is_flag=True, help="Drop every vector and embed again.")
+@click.option("--bulletin", is_flag=True, help="Write the bulletin snapshot again.")
+@json_option
+@pass_cli
+def rebuild(cli: Cli, orchestrator_id: str, fts: bool, vectors: bool, bulletin: bool,
+            as_json: bool) -> None:
+    """Drop derived data and rebuild it from the records (all parts when none is named).
+
+    Recall answers the same afterwards, ranks included. While vectors are rebuilt, recall
+    answers from the vectors already made plus full text.
+    """
+    if not (fts or vectors or bulletin):
+        fts = vectors = bulletin = True
+    settings = cli.settings
+    databases, odb = open_writer(cli, orchestrator_id)
+    bars: dict[str, Any] = {}
+
+    def progress(part: str, done: int, total: int) -> None:
+        bar = bars.get(part)
+        if bar is None:
+            bar = bars[part] = click.progressbar(length=max(total, 1), label=part,
+                                                 file=sys.stderr)
+            bar.__enter__()
+        bar.update(done - bar.pos)
+        if done >= total:
+            bar.__exit__(None, None, None)
+
+    try:
+        report = rebuild_parts(
+            odb, fts=fts, vectors=vectors,
+            bulletin=(lambda: write_bulletin(odb)) if bulletin else None,
+            embedder=get_embedder(settings.embedding) if vectors else None,
+            batch_size=settings.embedding.batch_size, progress=progress)
+    finally:
+        databases.close_all()
+    emit({"ok": True, "orchestratorId": orchestrator_id, **report}, as_json,
+         "\n".join(f"{part}: " + ", ".join(f"{k} {v}" for k, v in done.items())
+                   for part, done in report.items()))
+
+
+def _targets(cli: Cli, orchestrator_id: str | None, every: bool) -> list[str]:
+    if bool(orchestrator_id) == every:
+        raise click.UsageError("name one orchestrator with --orch ID, or --all")
+    return known_orchestrators(cli.settings) if every else [str(orchestrator_id)]
+
+
+@click.command()
+@orch_option
+@click.option("--list", "listing", is_flag=True, help="List the backups instead.")
+@json_option
+@pass_cli
+def backup(cli: Cli, orchestrator_id: str, listing: bool, as_json: bool) -> None:
+    """Back up an orchestrator's memory into memory/backups/ (SQLite's online backup API:
+    safe while workers write), keeping backup.retention_count of them."""
+    settings = cli.settings
+    workspace = Workspace.for_orchestrator(settings, orchestrator_id)
+    if listing:
+        found = [b.to_dict() for b in list_backups(workspace)]
+        emit({"orchestratorId": orchestrator_id, "backups": found}, as_json,
+             "\n".join(f"{b['taken']}  {b['reason']:<16} {b['bytes']:>10}  {b['path']}"
+                       for b in found) or "no backups")
+        return
+    databases = Databases(settings, readonly=True)
+    odb = databases.open(orchestrator_id, create=False)
+    if odb is None:
+        raise MemoryNotFound(f"orchestrator {orchestrator_id!r} has no memory.db to back up")
+    try:
+        path = take_backup(odb, "manual")
+    finally:
+        databases.close_all()
+    removed = prune(workspace, settings.backup.retention_count)
+    emit({"ok": True, "backup": str(path), "removed": [str(p) for p in removed]}, as_json,
+         f"backed up to {path}" + (f"; {len(removed)} old backups removed" if removed else ""))
+
+
+@click.command()
+@orch_option
+@click.argument("backup_file", metavar="BACKUP", type=click.Path(dir_okay=False))
+@json_option
+@pass_cli
+def restore(cli: Cli, orchestrator_id: str, backup_file: str, as_json: bool) -> None:
+    """Replace an orchestrator's memory with BACKUP (a path, or a file name in
+    memory/backups/).
+
+    The current file is backed up first (reason prerestore) when it can be read. The copy
+    holds the file's write lock throughout: the shard's worker waits, then sees the
+    restored memory. Writes that committed after BACKUP was taken are gone.
+    """
+    settings = cli.settings
+    workspace = Workspace.for_orchestrator(settings, orchestrator_id)
+    path = Path(backup_file)
+    if not path.exists() and (workspace.backups_dir / backup_file).exists():
+        path = workspace.backups_dir / backup_file
+    if not path.is_file():
+        raise MemoryNotFound(f"no backup {backup_file!r} (nor in {workspace.backups_dir})")
+    check_backup(path, orchestrator_id)
+    safety = None
+    if workspace.db_path.exists():
+        databases = Databases(settings, readonly=True)
+        try:
+            odb = databases.open(orchestrator_id, create=False)
+            safety = take_backup(odb, "prerestore") if odb else None
+        except OrchmemError as exc:
+            click.echo(f"warning: the current file could not be backed up first ({exc})",
+                       err=True)
+        finally:
+            databases.close_all()
+    version = restore_backup(workspace, path, settings.worker.busy_timeout_ms)
+    cleared = clear_degraded(workspace)
+    emit({"ok": True, "restored": str(path), "schemaVersion": version,
+          "previous": str(safety) if safety else None, "degradedCleared": cleared}, as_json,
+         f"restored {path} (schema {version})"
+         + (f"; the previous file is kept as {safety}" if safety else ""))
+
+
+@click.command()
+@click.option("--orch", "orchestrator_id", metavar="ID", help="The orchestratorId.")
+@click.option("--all", "every", is_flag=True, help="Every orchestrator under the root.")
+@click.option("--dry-run", is_flag=True, help="Only say which steps each one needs.")
+@json_option
+@pass_cli
+def migrate(cli: Cli, orchestrator_id: str | None, every: bool, dry_run: bool,
+            as_json: bool) -> None:
+    """Bring memory files up to this release's schema (backup first, one transaction,
+    checked). Also clears degraded mode and tries again after a failed migration."""
+    settings = cli.settings
+    report: dict[str, Any] = {}
+    failed = False
+    for target in _targets(cli, orchestrator_id, every):
+        readers = Databases(settings, readonly=True)
+        odb = readers.open(target, create=False)
+        if odb is None:
+            report[target] = {"status": "empty"}
+            continue
+        steps = pending(odb)
+        version = int(odb.meta("schema_version") or 0)
+        readers.close_all()
+        if dry_run or not steps:
+            report[target] = {"status": "would migrate" if steps else "current",
+                              "schemaVersion": version, "steps": steps}
+            continue
+        workspace = Workspace.for_orchestrator(settings, target)
+        clear_degraded(workspace)
+        writers = Databases(settings)
+        writers.open(target, create=False)
+        writers.close_all()
+        info = degraded_info(workspace)
+        failed = failed or info is not None
+        report[target] = ({"status": "degraded", **info} if info else
+                          {"status": "migrated", "fromVersion": version, "steps": steps})
+    emit({"ok": not failed, "orchestrators": report}, as_json,
+         "\n".join(f"{o}: " + ", ".join(f"{k} {v}" for k, v in r.items())
+                   for o, r in report.items()) or "no orchestrators")
+    if failed:
+        raise SystemExit(1)
+
+
+COMMANDS = [rebuild, backup, restore, migrate]

@@ -1,0 +1,101 @@
+"""Moving memory in and out: ``export``, ``import``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from orchmem.config import MemoryNotFound
+from orchmem.models.embedding import get_embedder
+from orchmem.models.export import export_jsonl, export_markdown
+from orchmem.models.import_files import read_manifest
+from orchmem.models.importer import import_folder
+from orchmem.models.storage.database import Databases
+
+from .common import Cli, emit, json_option, orch_option, pass_cli
+
+
+@click.command(name="export")
+@orch_option
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="Folder to write into (created when missing; files in it are replaced).")
+@click.option("--include-restricted", is_flag=True,
+              help="Also export memories whose sensitivity is Restricted.")
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "md"]), default="jsonl",
+              show_default=True, help="jsonl: records/sources/edges/audit + manifest.toml "
+              "(importable); md: memories.md grouped by type, for reading.")
+@json_option
+@pass_cli
+def export(cli: Cli, orchestrator_id: str, out_dir: str, include_restricted: bool, fmt: str,
+           as_json: bool) -> None:
+    """Write one orchestrator's memory to files, from one read-only snapshot.
+
+    The same database always gives byte-identical .jsonl files.
+    """
+    databases = Databases(cli.settings, readonly=True)
+    odb = databases.open(orchestrator_id, create=False)
+    if odb is None:
+        raise MemoryNotFound(f"orchestrator {orchestrator_id!r} has no memory.db under "
+                             f"{cli.settings.runtime_root(orchestrator_id)}")
+    try:
+        folder = Path(out_dir).resolve()
+        if fmt == "md":
+            path = export_markdown(odb, folder, include_restricted=include_restricted)
+            emit({"ok": True, "file": str(path)}, as_json, f"wrote {path}")
+            return
+        manifest = export_jsonl(odb, folder, include_restricted=include_restricted)
+    finally:
+        databases.close_all()
+    counts = manifest["counts"]
+    note = (f", {manifest['restricted_left_out']} restricted left out"
+            if manifest["restricted_left_out"] else "")
+    emit({"ok": True, "folder": str(folder), **manifest}, as_json,
+         f"exported {counts['records']} memories, {counts['sources']} sources, "
+         f"{counts['edges']} edges, {counts['audit']} audit events to {folder}{note}")
+
+
+@click.command(name="import")
+@orch_option
+@click.argument("folder", type=click.Path(exists=True, file_okay=False))
+@click.option("--skip-conflicts", is_flag=True,
+              help="Leave out memoryIds stored with other content (reported) and import the "
+                   "rest. Default: any conflict imports nothing.")
+@json_option
+@pass_cli
+def import_(cli: Cli, orchestrator_id: str, folder: str, skip_conflicts: bool,
+            as_json: bool) -> None:
+    """Import an export FOLDER into an orchestrator (new, or merging), all or nothing.
+
+    The manifest's hashes are checked first; a bad line (file, line and field named) or a
+    conflict imports nothing. Embeddings are computed again, in batches, with progress.
+    """
+    settings = cli.settings
+    # The manifest is read before the database opens: a folder for another orchestrator
+    # must not leave an empty memory behind for this one.
+    read_manifest(Path(folder), orchestrator_id)
+    databases = Databases(settings)
+    odb = databases.open(orchestrator_id)
+    assert odb is not None  # a writer's registry creates the file
+    embedder = get_embedder(settings.embedding)
+    try:
+        with click.progressbar(length=1, label="embedding", file=sys.stderr) as bar:
+            def progress(done: int, total: int) -> None:
+                bar.length = max(total, 1)
+                bar.update(done - bar.pos)
+
+            report = import_folder(odb, Path(folder).resolve(), embedder=embedder,
+                                   batch_size=settings.embedding.batch_size,
+                                   skip_conflicts=skip_conflicts, progress=progress)
+    finally:
+        databases.close_all()
+    written = report["written"]
+    lines = [f"imported {written['records']} memories, {written['sources']} sources, "
+             f"{written['edges']} edges, {written['audit']} audit events, "
+             f"{written['vectors']} vectors; {report['skipped']} already present"]
+    lines += [f"conflict left out: {c['path']}: {c['message']}" for c in report["conflicts"]]
+    emit({"ok": True, "orchestratorId": orchestrator_id, **report}, as_json, "\n".join(lines))
+
+
+COMMANDS = [export, import_]
