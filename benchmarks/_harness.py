@@ -10,7 +10,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -74,25 +74,22 @@ def settings_for(root: Path, broker_url: str, **overrides: Any) -> Settings:
 
 
 @contextmanager
-def worker_process(settings: Settings, shards: Sequence[int] | None = None) -> Iterator[None]:
-    """``orchmem worker`` in a subprocess, ready (answering pings) when the block starts."""
+def orchmem_process(settings: Settings, *args: str) -> Iterator[None]:
+    """``orchmem ARGS…`` (a worker or a reader) in a subprocess, answering pings when the
+    block starts; stopped (SIGTERM, then SIGKILL) when it ends."""
     config = settings.root / "bench.toml"
     config.write_text(to_toml(settings, exclude_defaults=True))
     env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHMEM_")}
     env["ORCHMEM_CONFIG"] = str(config)
-    args = [sys.executable, "-m", "orchmem.worker", "worker", "--loglevel", "WARNING"]
-    for shard in shards or []:
-        args += ["--shard", str(shard)]
-    proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    proc = subprocess.Popen([sys.executable, "-m", "orchmem.worker", *args, "--loglevel",
+                             "WARNING"], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
     app = create_app(settings)
     try:
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            if app.control.ping(timeout=0.5):
-                break
-        else:
-            raise RuntimeError("worker did not start")
+        while not app.control.ping(timeout=0.5):
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise RuntimeError(f"orchmem {args[0]} did not start")
         yield
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
@@ -100,3 +97,10 @@ def worker_process(settings: Settings, shards: Sequence[int] | None = None) -> I
             proc.wait(30)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
+
+
+def worker_process(settings: Settings,
+                   shards: Sequence[int] | None = None) -> AbstractContextManager[None]:
+    """``orchmem worker`` in a subprocess, ready (answering pings) when the block starts."""
+    return orchmem_process(settings, "worker",
+                           *[a for shard in shards or [] for a in ("--shard", str(shard))])

@@ -12,16 +12,11 @@ result back through Redis). p50/p95/p99 in ms, and the difference of the medians
 from __future__ import annotations
 
 import argparse
-import os
 import random
-import signal
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 
-from _harness import emit, percentiles, redis_server, settings_for, temp_root
+from _harness import emit, orchmem_process, percentiles, redis_server, settings_for, temp_root
 from recall_latency import PEOPLE, QUESTIONS, THINGS, build
 
 from orchmem.config import Settings
@@ -29,34 +24,11 @@ from orchmem.models.embedding import get_embedder
 from orchmem.models.storage.database import Databases
 from orchmem.models.storage.events import set_meta
 from orchmem.worker import MemoryClient
-from orchmem.worker.app import create_app
-from orchmem.worker.tomlwrite import to_toml
 
 
-@contextmanager
-def reader_process(settings: Settings, concurrency: int) -> Iterator[None]:
+def reader_process(settings: Settings, concurrency: int) -> AbstractContextManager[None]:
     """``orchmem reader`` in a subprocess, answering pings when the block starts."""
-    config = settings.root / "bench.toml"
-    config.write_text(to_toml(settings, exclude_defaults=True))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHMEM_")}
-    env["ORCHMEM_CONFIG"] = str(config)
-    proc = subprocess.Popen([sys.executable, "-m", "orchmem.worker", "reader", "--concurrency",
-                             str(concurrency), "--loglevel", "WARNING"], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
-    app = create_app(settings)
-    try:
-        deadline = time.monotonic() + 120
-        while not app.control.ping(timeout=0.5):
-            if time.monotonic() > deadline or proc.poll() is not None:
-                raise RuntimeError("reader did not start")
-        yield
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+    return orchmem_process(settings, "reader", "--concurrency", str(concurrency))
 
 
 def ensure_built(settings: Settings, orch: str, size: int) -> float:
