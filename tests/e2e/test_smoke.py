@@ -24,11 +24,16 @@ def bot(app: OrchmemCelery, settings: Settings, orch_id: str) -> ReferenceOrches
 
 def test_message_a_creates_a_memory_and_message_b_recalls_it(bot: ReferenceOrchestrator) -> None:
     bot.handle_message("slack", "conv-a", "I'm allergic to shellfish.")
-    reply = bot.handle_message("email", "conv-b", "Any dinner ideas for the team event?")
+    reply = bot.handle_message("email", "conv-b",
+                               "Any allergies I should tell the restaurant about?")
     recalled = [n.memory.content for n in reply.selector.bundle.nodes]
     assert "I'm allergic to shellfish." in recalled
     assert "allergic to shellfish" in reply.selector.text
     assert "allergic to shellfish" in reply.bulletin.text
+    # A vague question the model relates to nothing stored (cosine 0.06) recalls nothing
+    # under the relevance floor, but the prompt still carries the allergy: the bulletin.
+    vague = bot.handle_message("email", "conv-c", "Any dinner ideas for the team event?")
+    assert "allergic to shellfish" in vague.selector.text
 
 
 def test_a_step_output_creates_decision_and_todo_that_change_a_later_step(

