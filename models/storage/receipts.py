@@ -57,20 +57,46 @@ class Delivery:
         return self.status in FINAL
 
 
-def begin(odb: OrchestratorDB, key: str, task: str) -> Delivery:
-    """Count one more delivery of ``key`` (committed at once, so crashes are counted too)."""
+def begin(odb: OrchestratorDB, key: str, task: str, *, count: bool = True) -> Delivery:
+    """Count one more delivery of ``key`` (committed at once, so crashes are counted too).
+
+    ``count=False``: this delivery was counted already (by :func:`begin_batch`); only
+    read the receipt (creating it if it is missing)."""
     now = format_ts(utc_now())
     with odb.write():
         row = TaskReceiptRow.get_or_none(TaskReceiptRow.key == key)
         if row is None:
             row = TaskReceiptRow.create(key=key, task=task, status=STARTED,
                                         deliveries=1, first_seen_at=now, updated_at=now)
-        elif row.status not in FINAL:
+        elif count and row.status not in FINAL:
             row.deliveries += 1
             row.updated_at = now
             row.save()
         result = json.loads(row.result) if row.result else None
         return Delivery(key=key, deliveries=row.deliveries, status=row.status, result=result)
+
+
+def begin_batch(odb: OrchestratorDB, keys: Sequence[tuple[str, str]]) -> list[bool]:
+    """Count the first delivery of each ``(key, task)`` in one commit, for a batch.
+
+    Returns, in input order, whether each is fresh: True when this call created its
+    receipt (never delivered before). A key with a receipt already (final, ``started``
+    by a delivery that crashed its worker, or earlier in ``keys``) is left as it is:
+    the batch runs that task on its own, counted then.
+    """
+    now = format_ts(utc_now())
+    fresh: list[bool] = []
+    seen: set[str] = set()
+    with odb.write():
+        for key, task in keys:
+            if key in seen or TaskReceiptRow.get_or_none(TaskReceiptRow.key == key) is not None:
+                fresh.append(False)
+            else:
+                TaskReceiptRow.create(key=key, task=task, status=STARTED, deliveries=1,
+                                      first_seen_at=now, updated_at=now)
+                fresh.append(True)
+            seen.add(key)
+    return fresh
 
 
 def release(odb: OrchestratorDB, key: str) -> None:
