@@ -143,14 +143,17 @@ def _batch_key(task: MemoryTask, orchestrator_id: str, item: Waiting) -> str | N
 
 def _apply_run(task: MemoryTask, odb: OrchestratorDB,
                run: list[tuple[str, Waiting]]) -> list[Outcome]:
-    fresh = receipts.begin_batch(odb, [(key, task.name) for key, _ in run])
+    found = receipts.begin_batch(odb, [(key, task.name) for key, _ in run])
     items = [item for _, item in run]
-    if len(items) == 1 or not all(fresh):
+    if len(items) == 1 or receipts.AGAIN in found:
         # Delivered before without finishing (a crashed batch) or twice in this one:
         # one by one, so a task that crashes the worker is counted and dead-lettered
         # alone; those this call counted are not counted again.
-        return [run_one(task, item, counted=new) for item, new in zip(items, fresh,
-                                                                       strict=True)]
+        return [run_one(task, item, counted=state == receipts.FRESH)
+                for item, state in zip(items, found, strict=True)]
+    odb.log.write("batch", task=task.name, size=len(items),
+                  keys=[key for (key, _), state in zip(run, found, strict=True)
+                        if state == receipts.FRESH])
     with _vectors_ahead(task, items):
         try:
             return _in_one_transaction(task, odb, items)

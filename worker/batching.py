@@ -2,7 +2,7 @@
 
 A consumer bootstep (:class:`BatchingStep`) puts a :class:`Gate` between Celery's
 task strategies and the pool. Every delivery the worker receives (it prefetches up to
-``2 * worker.batch_max``) waits in the gate, in arrival order; the gate hands the pool
+``worker.batch_max``) waits in the gate, in arrival order; the gate hands the pool
 one job at a time:
 
 - deliveries from a control queue first (a backlog of write-backs never delays a
@@ -68,7 +68,7 @@ def install(app: OrchmemCelery) -> bool:
         return False
     _APP = app
     # Concurrency is 1: the prefetch is what may wait in the gate while a batch runs.
-    app.conf.worker_prefetch_multiplier = 2 * worker.batch_max
+    app.conf.worker_prefetch_multiplier = worker.batch_max
     app.steps["consumer"].add(BatchingStep)
     return True
 
@@ -94,6 +94,7 @@ class BatchingStep(bootsteps.StartStopStep):
         # The connection is going: what waits here was not acknowledged, and the
         # broker gives it back (the batch running now finishes or is redelivered).
         if self.gate is not None:
+            logger.info("batching gate stopped with %d waiting", len(self.gate.data))
             self.gate.drop()
 
     shutdown = stop
@@ -241,6 +242,7 @@ class Gate:
             self._finished(job)
 
         def failed(exc_info: ExceptionInfo) -> None:
+            logger.info("batch job failed: %r", getattr(exc_info, "exception", exc_info))
             if _worker_lost(exc_info):
                 self._again(job)
                 return

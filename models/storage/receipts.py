@@ -76,27 +76,35 @@ def begin(odb: OrchestratorDB, key: str, task: str, *, count: bool = True) -> De
         return Delivery(key=key, deliveries=row.deliveries, status=row.status, result=result)
 
 
-def begin_batch(odb: OrchestratorDB, keys: Sequence[tuple[str, str]]) -> list[bool]:
+#: What :func:`begin_batch` found for a key: none (it created it), a final receipt
+#: (the task ran before: it will answer as a duplicate), or a delivery that did not
+#: finish (a crashed batch) or the same key earlier in the batch.
+FRESH, FOUND_FINAL, AGAIN = "fresh", "final", "again"
+
+
+def begin_batch(odb: OrchestratorDB, keys: Sequence[tuple[str, str]]) -> list[str]:
     """Count the first delivery of each ``(key, task)`` in one commit, for a batch.
 
-    Returns, in input order, whether each is fresh: True when this call created its
-    receipt (never delivered before). A key with a receipt already (final, ``started``
-    by a delivery that crashed its worker, or earlier in ``keys``) is left as it is:
-    the batch runs that task on its own, counted then.
+    Returns, in input order, :data:`FRESH` (this call created its receipt),
+    :data:`FOUND_FINAL` or :data:`AGAIN` (left as it is: the batch runs that task on
+    its own, counted then).
     """
     now = format_ts(utc_now())
-    fresh: list[bool] = []
+    found: list[str] = []
     seen: set[str] = set()
     with odb.write():
         for key, task in keys:
-            if key in seen or TaskReceiptRow.get_or_none(TaskReceiptRow.key == key) is not None:
-                fresh.append(False)
+            row = None if key in seen else TaskReceiptRow.get_or_none(TaskReceiptRow.key == key)
+            if key in seen or (row is not None and row.status not in FINAL):
+                found.append(AGAIN)
+            elif row is not None:
+                found.append(FOUND_FINAL)
             else:
                 TaskReceiptRow.create(key=key, task=task, status=STARTED, deliveries=1,
                                       first_seen_at=now, updated_at=now)
-                fresh.append(True)
+                found.append(FRESH)
             seen.add(key)
-    return fresh
+    return found
 
 
 def release(odb: OrchestratorDB, key: str) -> None:
