@@ -198,7 +198,7 @@ def texts_of(payload: Any) -> list[str]:
     if not isinstance(memories, list):
         return []
     return [m["content"] for m in memories
-            if isinstance(m, dict) and isinstance(m.get("content"), str)]
+            if isinstance(m, dict) and isinstance(m.get("content"), str) and m["content"].strip()]
 
 
 def run_one(task: MemoryTask, item: Waiting, *, counted: bool = False,
