@@ -29,6 +29,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from celery import signals
 from celery.exceptions import Ignore, Retry
 
 from orchmem.config import EmbeddingError, OrchmemError, StorageError, check_orchestrator_id
@@ -210,15 +211,23 @@ def run_one(task: MemoryTask, item: Waiting, *, counted: bool = False,
     task.push_request(**{**item.request, "id": item.id, "args": [], "kwargs": item.kwargs,
                          "called_directly": False, "orchmemCounted": counted,
                          "orchmemBatch": batch})
+    # The signals Celery's own tracer sends around a task (metrics count on them).
+    signals.task_prerun.send(sender=task, task_id=item.id, task=task, args=(),
+                             kwargs=item.kwargs)
+    outcome = Outcome(FAILURE)
     try:
-        return Outcome(SUCCESS, task.run(**item.kwargs))
+        outcome = Outcome(SUCCESS, task.run(**item.kwargs))
     except Retry as exc:
-        return Outcome(_ROLLBACK if batch else RETRY, exc)
+        outcome = Outcome(_ROLLBACK if batch else RETRY, exc)
     except StorageError as exc:
-        return Outcome(_ROLLBACK if batch else FAILURE, exc)
+        outcome = Outcome(_ROLLBACK if batch else FAILURE, exc)
     except Ignore:
-        return Outcome(IGNORED)
+        outcome = Outcome(IGNORED)
     except Exception as exc:  # the task's own failure, reported as its result
-        return Outcome(FAILURE, exc)
+        outcome = Outcome(FAILURE, exc)
     finally:
         task.pop_request()
+        signals.task_postrun.send(sender=task, task_id=item.id, task=task, args=(),
+                                  kwargs=item.kwargs, retval=outcome.value,
+                                  state=outcome.state)
+    return outcome

@@ -27,8 +27,8 @@ publish carries) before it runs them.
 
 Celery's own mechanisms only: a consumer bootstep, the tasks' strategies (built for a
 consumer whose ``on_task_request`` is the gate), the pool's ``apply_async`` and the
-requests' ``acknowledge``. Off (one message at a time, prefetch 1) when ``batch_max``
-is 1 or the pool is ``solo``.
+requests' ``acknowledge``. Off (one message at a time, prefetch 1) when :func:`batch_size`
+is 1 (``batch_max = 1``, ``max_tasks_per_child = 1``, or the ``solo`` pool).
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ from celery.exceptions import TaskRevokedError
 from celery.worker.request import Request
 from celery.worker.state import task_ready
 
+from orchmem.config import Settings
 from orchmem.tasks.batch import FAILURE, RETRY, SUCCESS, Waiting, apply_batch
 
 from .app import OrchmemCelery
@@ -60,15 +61,32 @@ _APP: OrchmemCelery | None = None
 SENT_AT_HEADER = "orchmemSentAt"
 
 
+def batch_size(settings: Settings) -> int:
+    """The largest batch this worker takes; 1 = batching off.
+
+    ``worker.batch_max``, but never more tasks than a child may run
+    (``max_tasks_per_child``), and at most 4 per second of ``visibility_timeout_s``: a
+    prefetched message waits in the gate for up to two batches, and one not
+    acknowledged within the timeout is handed out again (a duplicate, answered from
+    its receipt, but a cascade of them when the timeout is a few seconds)."""
+    worker = settings.worker
+    if worker.pool != "prefork":
+        return 1
+    size = min(worker.batch_max, 4 * worker.visibility_timeout_s)
+    if worker.max_tasks_per_child:
+        size = min(size, worker.max_tasks_per_child)
+    return max(1, size)
+
+
 def install(app: OrchmemCelery) -> bool:
     """Make this worker batch (before it starts); False when batching is off."""
     global _APP
-    worker = app.settings.worker
-    if worker.batch_max <= 1 or worker.pool != "prefork":
+    size = batch_size(app.settings)
+    if size <= 1:
         return False
     _APP = app
     # Concurrency is 1: the prefetch is what may wait in the gate while a batch runs.
-    app.conf.worker_prefetch_multiplier = worker.batch_max
+    app.conf.worker_prefetch_multiplier = size
     app.steps["consumer"].add(BatchingStep)
     return True
 
@@ -84,8 +102,8 @@ class BatchingStep(bootsteps.StartStopStep):
 
     def start(self, c: Any) -> None:
         worker = c.app.settings.worker
-        self.gate = Gate(c.pool, c.timer, worker.batch_max, worker.redelivery_wait_ms / 1000,
-                         c.app.tasks)
+        self.gate = Gate(c.pool, c.timer, batch_size(c.app.settings),
+                         worker.redelivery_wait_ms / 1000, c.app.tasks)
         proxy = _ConsumerWithGate(c, self.gate.submit)
         for name, task in c.app.tasks.items():
             c.strategies[name] = task.start_strategy(c.app, proxy)
@@ -242,7 +260,6 @@ class Gate:
             self._finished(job)
 
         def failed(exc_info: ExceptionInfo) -> None:
-            logger.info("batch job failed: %r", getattr(exc_info, "exception", exc_info))
             if _worker_lost(exc_info):
                 self._again(job)
                 return
