@@ -109,8 +109,16 @@ def loses_a_row(odb: OrchestratorDB) -> None:
                        "memory_sources)")
 
 
-@pytest.mark.parametrize("step,message", [(fails_after_its_ddl, "disk said no"),
-                                          (loses_a_row, "memory_sources: 9 rows before, 8")])
+def garbles_the_vectors(odb: OrchestratorDB) -> None:
+    """Every row kept, integrity fine: only the sample recall sees recall is broken."""
+    migrations.upgrade_to_2(odb)
+    odb.db.execute_sql("UPDATE memory_embeddings SET vector = zeroblob(length(vector))")
+
+
+@pytest.mark.parametrize("step,message", [
+    (fails_after_its_ddl, "disk said no"),
+    (loses_a_row, "memory_sources: 9 rows before, 8"),
+    (garbles_the_vectors, "sample recall: the vector of")])
 def test_a_failed_migration_restores_the_file_and_degrades_to_read_only(
         legacy: Any, monkeypatch: pytest.MonkeyPatch, step: Any, message: str) -> None:
     monkeypatch.setattr(migrations, "MIGRATIONS",
