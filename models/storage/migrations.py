@@ -35,6 +35,7 @@ import peewee
 
 from ..schema import format_ts, utc_now
 from .backup import restore_backup, take_backup
+from . import steps_log
 from .degraded import mark_degraded
 from .tables import META_LAST_MIGRATED_AT, META_SCHEMA_VERSION, SCHEMA_VERSION, MetaRow
 
@@ -65,7 +66,10 @@ def upgrade_to_2(odb: OrchestratorDB) -> None:
 
 
 #: (version, step) in ascending order; the last version is SCHEMA_VERSION.
-MIGRATIONS: list[tuple[int, Callable[[OrchestratorDB], None]]] = [(2, upgrade_to_2)]
+MIGRATIONS: list[tuple[int, Callable[[OrchestratorDB], None]]] = [
+    (2, upgrade_to_2),
+    (steps_log.VERSION, steps_log.up),
+]
 
 
 def schema_version() -> int:
