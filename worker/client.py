@@ -37,6 +37,7 @@ from orchmem.config import (
 from orchmem.models.bulletin import Bulletin
 from orchmem.models.context import render_context
 from orchmem.models.edits import EDIT_ADAPTER
+from orchmem.models.execlog import check_log_request
 from orchmem.models.memlog import MemoryLog
 from orchmem.models.payloads import check_writeback, with_default_sources
 from orchmem.models.recall import RecallBundle, check_scope, recall
@@ -47,6 +48,7 @@ from orchmem.models.storage.memories import get_nodes
 from orchmem.models.storage.outbox import Outbox
 from orchmem.tasks.bulletin import BULLETIN
 from orchmem.tasks.edits import EDIT
+from orchmem.tasks.execlog import LOG
 from orchmem.tasks.ingest import INGEST_SCAN
 from orchmem.tasks.publish import Envelope, envelope, publish, resend, send_envelope
 from orchmem.tasks.writeback import WRITEBACK
@@ -55,6 +57,7 @@ from .app import OrchmemCelery, create_app, create_immediate_app
 from .handles import BulletinResult, Context, WriteHandle, task_result
 from .pending import PendingWrites
 from .remote import empty_bundle, remote_recall
+from .runlog import RunLog
 
 logger = logging.getLogger(__name__)
 
@@ -345,6 +348,22 @@ class MemoryClient:
                              {"idempotencyKey": f"ingest-{uuid.uuid4().hex}"})
 
     # -- reads ------------------------------------------------------------------
+
+    def log_event(self, *, events: Sequence[dict[str, Any]],
+                  idempotency_key: str | None = None) -> WriteHandle:
+        """Append events to the execution log (see :mod:`orchmem.models.execlog`);
+        returns a handle at once, refused (``ok`` False, field errors) like a write-back."""
+        payload: dict[str, Any] = {"events": list(events)}
+        if idempotency_key is not None:
+            payload["idempotencyKey"] = idempotency_key
+        return self._publish(LOG, "log", payload, check=lambda p: check_log_request(
+            p, self.orchestrator_id, self.memory.log))
+
+    def run(self, name: str | None = None, *, run_id: str | None = None,
+            replay: bool = False, conversation_id: str | None = None) -> RunLog:
+        """A run of the execution log, as a context manager (see :mod:`.runlog`)."""
+        return RunLog(self, name, run_id=run_id, replay=replay,
+                      conversation_id=conversation_id)
 
     def get(self, memory_ids: Sequence[str]) -> list[MemoryNode]:
         """These memories of this orchestrator (any status), in the order asked; unknown

@@ -58,6 +58,7 @@ class LogEventRow(_LogTable):
     kind = CharField()
     name = CharField(null=True)
     status = CharField(null=True)
+    actor = CharField(null=True)
     digest = CharField(null=True)
     text = TextField(null=True)
     data = TextField(null=True)  # JSON

@@ -30,7 +30,7 @@ _TABLES = (
     '"event_id" VARCHAR(255) NOT NULL, "idempotency_key" VARCHAR(255) NOT NULL, '
     '"run_id" VARCHAR(255) NOT NULL, "step_id" VARCHAR(255), "span_id" VARCHAR(255), '
     '"parent_id" VARCHAR(255), "kind" VARCHAR(255) NOT NULL, "name" VARCHAR(255), '
-    '"status" VARCHAR(255), "digest" VARCHAR(255), "text" TEXT, "data" TEXT, '
+    '"status" VARCHAR(255), "actor" VARCHAR(255), "digest" VARCHAR(255), "text" TEXT, "data" TEXT, '
     '"checkpoint_ref" TEXT, "checkpoint_schema" INTEGER, "parent_checkpoint_id" VARCHAR(255), '
     '"replay" INTEGER NOT NULL, "schema_version" INTEGER NOT NULL, '
     '"task_key" VARCHAR(255) NOT NULL, "at" VARCHAR(255) NOT NULL, '
