@@ -386,7 +386,7 @@ class MemoryClient:
     def recall(self, query: str, *, top_n: int | None = None,
                types: Sequence[str] | None = None, include_inactive: bool = False,
                memory_ids: Sequence[str] | None = None, orchestrator_id: str | None = None,
-               wait_for_writes: bool = True) -> RecallBundle:
+               wait_for_writes: bool = True, episodes: bool = False) -> RecallBundle:
         """The memories most relevant to ``query`` (see ``orchmem.models.recall``).
 
         Asking for another orchestrator (``orchestrator_id``) or for its memoryIds is
@@ -408,7 +408,7 @@ class MemoryClient:
                                     "committed yet; their memories may be missing")
             bundle = recall(target, query, databases=self.databases, top_n=top_n, types=types,
                             include_inactive=include_inactive, memory_ids=memory_ids,
-                            requester=self.orchestrator_id)
+                            requester=self.orchestrator_id, episodes=episodes)
         except Exception as exc:
             return empty_bundle(target, query, [*warnings, self._warn("recall", exc)])
         if warnings:

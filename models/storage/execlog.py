@@ -111,7 +111,8 @@ def read_log(odb: OrchestratorDB, *, run_id: str | None = None, since: str | Non
         if first is None:
             return [], None
         floor = max(floor, int(first) - 1)
-    where, params = "seq > ?", [floor]
+    params: list[Any] = [floor]
+    where = "seq > ?"
     if run_id is not None:
         where, params = "run_id = ? AND seq > ?", [run_id, floor]
     rows = odb.sql(f"SELECT {', '.join(COLUMNS)} FROM log_events WHERE {where} "
