@@ -106,11 +106,14 @@ def read_log(odb: OrchestratorDB, *, run_id: str | None = None, since: str | Non
         return [], None
     floor = after
     if since is not None:
-        found = odb.sql("SELECT min(seq) FROM log_events WHERE recorded_at >= ?", (since,))
-        first = found[0][0]
-        if first is None:
+        # The first event recorded at or after ``since``, found in the recorded_at index
+        # (``min(seq)`` would walk the table from its start). Events are recorded in
+        # seq order under the write lock, so this is also the smallest seq.
+        found = odb.sql("SELECT seq FROM log_events WHERE recorded_at >= ? "
+                        "ORDER BY recorded_at, seq LIMIT 1", (since,))
+        if not found:
             return [], None
-        floor = max(floor, int(first) - 1)
+        floor = max(floor, int(found[0][0]) - 1)
     params: list[Any] = [floor]
     where = "seq > ?"
     if run_id is not None:
