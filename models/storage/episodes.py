@@ -62,15 +62,15 @@ def save_episode(odb: OrchestratorDB, episode: dict[str, Any], memory_ids: list[
     for memory_id in memory_ids:
         odb.db.execute_sql("INSERT OR IGNORE INTO episode_memories (episode_id, memory_id) "
                            "VALUES (?, ?)", (episode["episodeId"], memory_id))
-    odb.db.execute_sql("UPDATE log_runs SET projected_seq = last_seq WHERE run_id = ?",
+    odb.db.execute_sql("UPDATE log_runs SET projected_seq = last_seq, status = 'projected' "
+                       "WHERE run_id = ?",
                        (episode["runId"],))
 
 
 def stale_runs(odb: OrchestratorDB, limit: int = 100) -> list[str]:
     """Ended runs whose episode does not cover their last event yet."""
     return [r[0] for r in odb.sql(
-        "SELECT run_id FROM log_runs WHERE status = 'ended' AND projected_seq < last_seq "
-        "LIMIT ?", (limit,))]
+        "SELECT run_id FROM log_runs WHERE status = 'ended' LIMIT ?", (limit,))]
 
 
 def search(odb: OrchestratorDB, match: str, limit: int) -> list[dict[str, Any]]:

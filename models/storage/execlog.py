@@ -29,6 +29,8 @@ _NEW_RUN = (
     "VALUES (?, ?, ?, ?, 'open', NULL, ?, NULL, ?, ?, 1, 0, ?) "
     "ON CONFLICT(run_id) DO UPDATE SET last_seq = excluded.last_seq, "
     "events = events + 1, replay = max(replay, excluded.replay), "
+    # An event after the run's episode was made makes that episode stale.
+    "status = CASE status WHEN 'projected' THEN 'ended' ELSE status END, "
     "name = coalesce(name, excluded.name), "
     "conversation_id = coalesce(conversation_id, excluded.conversation_id)")
 _END_RUN = ("UPDATE log_runs SET status = 'ended', outcome = ?, ended_at = ? "
@@ -67,10 +69,10 @@ def append(odb: OrchestratorDB, key: str, events: list[LogEventInput], at: str,
         last = seq
         when = format_ts(event.at) if event.at else at
         conversation = (event.data or {}).get("conversationId")
+        replay = event.replay or (event.kind == "replay_mode" and event.status != "off")
         execute(_NEW_RUN, (event.run_id, event.name if event.kind == "run_start" else None,
                            conversation if isinstance(conversation, str) else None,
-                           int(event.replay or event.kind == "replay_mode"), when, seq, seq,
-                           LOG_SCHEMA_VERSION))
+                           int(replay), when, seq, seq, LOG_SCHEMA_VERSION))
         if event.kind == "run_end":
             execute(_END_RUN, (event.status or "ok", when, event.run_id))
             ended.append(event.run_id)

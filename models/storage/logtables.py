@@ -30,7 +30,8 @@ class LogRunRow(_LogTable):
     conversation_id = CharField(null=True)
     #: 1 when the run replays an earlier one: its tool calls must not have side effects.
     replay = IntegerField(default=0)
-    status = CharField(default="open")  # open | ended
+    #: open | ended (its episode is missing or stale) | projected (its episode is current)
+    status = CharField(default="open")
     outcome = CharField(null=True)
     started_at = CharField()
     ended_at = CharField(null=True)
@@ -43,7 +44,7 @@ class LogRunRow(_LogTable):
 
     class Meta:
         table_name = "log_runs"
-        indexes = ((("status", "projected_seq"), False),)
+        indexes = ((("status",), False),)
 
 
 class LogEventRow(_LogTable):

@@ -24,8 +24,7 @@ _TABLES = (
     '"started_at" VARCHAR(255) NOT NULL, "ended_at" VARCHAR(255), '
     '"first_seq" INTEGER NOT NULL, "last_seq" INTEGER NOT NULL, "events" INTEGER NOT NULL, '
     '"projected_seq" INTEGER NOT NULL, "schema_version" INTEGER NOT NULL)',
-    'CREATE INDEX IF NOT EXISTS "log_runs_status_projected_seq" '
-    'ON "log_runs" ("status", "projected_seq")',
+    'CREATE INDEX IF NOT EXISTS "log_runs_status" ON "log_runs" ("status")',
     'CREATE TABLE IF NOT EXISTS "log_events" ("seq" INTEGER NOT NULL PRIMARY KEY, '
     '"event_id" VARCHAR(255) NOT NULL, "idempotency_key" VARCHAR(255) NOT NULL, '
     '"run_id" VARCHAR(255) NOT NULL, "step_id" VARCHAR(255), "span_id" VARCHAR(255), '

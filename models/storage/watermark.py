@@ -50,8 +50,7 @@ def _episode_lag(odb: OrchestratorDB) -> dict[str, Any]:
     if not has_log(odb):
         return {"behindRuns": 0, "oldestBehindEndedAt": None}
     count, oldest = odb.sql(
-        "SELECT count(*), min(ended_at) FROM log_runs WHERE status = 'ended' "
-        "AND projected_seq < last_seq")[0]
+        "SELECT count(*), min(ended_at) FROM log_runs WHERE status = 'ended'")[0]
     episodes = odb.sql("SELECT count(*), max(last_seq) FROM episodes")[0]
     return {"behindRuns": int(count), "oldestBehindEndedAt": oldest,
             "episodes": int(episodes[0]), "watermarkSeq": int(episodes[1] or 0)}
@@ -75,8 +74,7 @@ def lag_warnings(odb: OrchestratorDB, bound: int) -> list[str]:
     """One warning per projection of recall's sources lagging by more than ``bound``."""
     warnings = []
     if has_log(odb):
-        behind = int(odb.sql("SELECT count(*) FROM log_runs WHERE status = 'ended' "
-                             "AND projected_seq < last_seq")[0][0])
+        behind = int(odb.sql("SELECT count(*) FROM log_runs WHERE status = 'ended'")[0][0])
         if behind > bound:
             warnings.append(f"episodes lag the execution log by {behind} runs "
                             f"(memory.log.max_projection_lag = {bound})")

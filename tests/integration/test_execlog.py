@@ -64,7 +64,7 @@ def test_a_run_is_logged_in_order_with_digests_versions_and_its_run_row(
     assert events[5]["checkpointSchemaVersion"] == 1
     assert events[3]["eventId"] == event_id_for(ORCH, "t-1")
     row = run_of(odb_of(memory), run.run_id)
-    assert row is not None and row["status"] == "ended" and row["events"] == 8
+    assert row is not None and row["status"] == "projected" and row["events"] == 8
     assert row["outcome"] == "ok" and row["conversationId"] == "c-42"
 
 
@@ -177,7 +177,7 @@ def test_stats_watermark_reports_each_projection_and_recall_warns_past_the_bound
     assert status["vectors"]["behindMemories"] == 0 and status["fts"]["behindMemories"] == 0
     # A run that ended, then got one more event: its episode is stale until projected.
     with sqlite3.connect(odb.workspace.db_path) as conn:
-        conn.execute("UPDATE log_runs SET projected_seq = 0")
+        conn.execute("UPDATE log_runs SET status = 'ended'")
     conn.close()
     assert projection_status(odb)["episodes"]["behindRuns"] == 1
     assert lag_warnings(odb, 0) == ["episodes lag the execution log by 1 runs "
