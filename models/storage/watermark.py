@@ -17,6 +17,7 @@ warnings recall adds to its bundle.
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from ..execlog import LOG_SCHEMA_VERSION
@@ -70,8 +71,24 @@ def _bulletin_lag(odb: OrchestratorDB) -> dict[str, Any]:
     return {"generatedAt": generated, "behindChanges": behind}
 
 
+#: Seconds a process reuses its last lag check (two counts over the memories): recall
+#: pays them at most this often, not on every query.
+LAG_CHECK_EVERY_S = 5.0
+
+
 def lag_warnings(odb: OrchestratorDB, bound: int) -> list[str]:
-    """One warning per projection of recall's sources lagging by more than ``bound``."""
+    """One warning per projection of recall's sources lagging by more than ``bound``
+    (checked at most every LAG_CHECK_EVERY_S seconds per process)."""
+    cached = odb.cache.get("lag_warnings")
+    now = time.monotonic()
+    if cached is not None and cached[0] == bound and now - cached[1] < LAG_CHECK_EVERY_S:
+        return list(cached[2])
+    warnings = _lag_warnings(odb, bound)
+    odb.cache["lag_warnings"] = (bound, now, warnings)
+    return list(warnings)
+
+
+def _lag_warnings(odb: OrchestratorDB, bound: int) -> list[str]:
     warnings = []
     if has_log(odb):
         behind = int(odb.sql("SELECT count(*) FROM log_runs WHERE status = 'ended'")[0][0])
