@@ -46,7 +46,7 @@ from .schema import (
 from .storage import fts, recall_reads, vectors
 from .storage.contradictions import contradictions
 from .storage.database import Databases, OrchestratorDB
-from .storage.watermark import lag_warnings
+from .storage.watermark import recall_watermark
 from .workspace import Workspace
 
 if TYPE_CHECKING:
@@ -116,6 +116,8 @@ class RecallBundle(WireModel):
     took_ms: float
     #: With ``episodes=True``: similar past cases (models/episodes.py), best first.
     episodes: list[dict[str, Any]] = []
+    #: The execution log's seq and how far recall's projections lag it (watermark.py).
+    watermark: dict[str, Any] = {}
 
     @property
     def memory_ids(self) -> list[str]:
@@ -202,7 +204,8 @@ def recall(
     with odb.read():
         answer = _answer(odb, search, encoded, now or utc_now(), warnings)
         answer["episodes"] = similar_episodes(odb, text) if episodes else []
-        warnings += lag_warnings(odb, odb.memory.log.max_projection_lag)
+        answer["watermark"], lagging = recall_watermark(odb, odb.memory.log.max_projection_lag)
+        warnings += lagging
     return RecallBundle.model_construct(
         orchestrator_id=orchestrator_id, query=text, mode=mode, warnings=warnings,
         took_ms=round((time.perf_counter() - started) * 1000, 3), **answer)

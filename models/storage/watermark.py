@@ -76,29 +76,40 @@ def _bulletin_lag(odb: OrchestratorDB) -> dict[str, Any]:
 LAG_CHECK_EVERY_S = 5.0
 
 
-def lag_warnings(odb: OrchestratorDB, bound: int) -> list[str]:
-    """One warning per projection of recall's sources lagging by more than ``bound``
-    (checked at most every LAG_CHECK_EVERY_S seconds per process)."""
-    cached = odb.cache.get("lag_warnings")
+def recall_watermark(odb: OrchestratorDB, bound: int) -> tuple[dict[str, Any], list[str]]:
+    """What a recall bundle reports: the log's seq now, the lags of its sources
+    (episodes, vectors; counted at most every LAG_CHECK_EVERY_S seconds per process),
+    and one warning per lag over ``bound``."""
     now = time.monotonic()
-    if cached is not None and cached[0] == bound and now - cached[1] < LAG_CHECK_EVERY_S:
-        return list(cached[2])
-    warnings = _lag_warnings(odb, bound)
-    odb.cache["lag_warnings"] = (bound, now, warnings)
-    return list(warnings)
-
-
-def _lag_warnings(odb: OrchestratorDB, bound: int) -> list[str]:
+    cached = odb.cache.get("recall_lags")
+    if cached is None or now - cached[0] >= LAG_CHECK_EVERY_S:
+        cached = (now, _recall_lags(odb))
+        odb.cache["recall_lags"] = cached
+    lags: dict[str, int] = cached[1]
+    seq = odb.sql("SELECT seq FROM log_events ORDER BY seq DESC LIMIT 1") \
+        if has_log(odb) else []
+    mark = {"logSeq": int(seq[0][0]) if seq else 0, **lags,
+            "schemaVersion": LOG_SCHEMA_VERSION}
     warnings = []
-    if has_log(odb):
-        behind = int(odb.sql("SELECT count(*) FROM log_runs WHERE status = 'ended'")[0][0])
-        if behind > bound:
-            warnings.append(f"episodes lag the execution log by {behind} runs "
-                            f"(memory.log.max_projection_lag = {bound})")
-    live, vectors = odb.sql("SELECT (SELECT count(*) FROM memories WHERE forgotten = 0), "
-                            "(SELECT count(*) FROM memory_embeddings)")[0]
-    if int(live) - int(vectors) > bound:
-        warnings.append(f"vectors lag the memories by {int(live) - int(vectors)} "
+    if lags["episodesBehindRuns"] > bound:
+        warnings.append(f"episodes lag the execution log by {lags['episodesBehindRuns']} "
+                        f"runs (memory.log.max_projection_lag = {bound})")
+    if lags["vectorsBehindMemories"] > bound:
+        warnings.append(f"vectors lag the memories by {lags['vectorsBehindMemories']} "
                         f"(memory.log.max_projection_lag = {bound}); those are found by "
                         "full text only until the re-embed job runs")
-    return warnings
+    return mark, warnings
+
+
+def lag_warnings(odb: OrchestratorDB, bound: int) -> list[str]:
+    """The warnings of :func:`recall_watermark`."""
+    return recall_watermark(odb, bound)[1]
+
+
+def _recall_lags(odb: OrchestratorDB) -> dict[str, int]:
+    episodes = int(odb.sql("SELECT count(*) FROM log_runs WHERE status = 'ended'")[0][0]) \
+        if has_log(odb) else 0
+    live, vectors = odb.sql("SELECT (SELECT count(*) FROM memories WHERE forgotten = 0), "
+                            "(SELECT count(*) FROM memory_embeddings)")[0]
+    return {"episodesBehindRuns": episodes,
+            "vectorsBehindMemories": max(0, int(live) - int(vectors))}
