@@ -97,7 +97,8 @@ def test_restore_brings_back_the_backup_and_readers_follow(
         cached = len(index_for(reader, embedder.version, 384))
 
     report = cli(memory, "restore", "--orch", ORCH, backup.name)
-    assert report["schemaVersion"] == SCHEMA_VERSION and report["previous"].endswith("-prerestore.db")
+    assert report["schemaVersion"] == SCHEMA_VERSION
+    assert report["previous"].endswith("-prerestore.db")
     export_jsonl(odb, tmp_path / "after")
     assert same(tmp_path / "before", tmp_path / "after")
     with reader.read():
