@@ -45,6 +45,7 @@ LOG_SCHEMA_VERSION = 1
 RUN_ID_PATTERN = r"^r-[0-9a-f]{8}-[0-9a-f]{16}$"
 _RUN_ID = re.compile(RUN_ID_PATTERN)
 _DIGEST = re.compile(r"^[0-9a-f]{64}$")
+_EVENT_ID = re.compile(r"^e-[0-9a-f]{8}-[0-9a-f]{16}$")
 MAX_EVENTS_PER_TASK = 500
 #: Longest text accepted at the door; the stored bound is memory.log.max_text_chars.
 _MAX_TEXT = 100_000
@@ -81,6 +82,16 @@ def first_sentence_of(text: str, limit: int = 500) -> str:
     """The first line of ``text``, at most ``limit`` characters, control characters out."""
     line = CONTROL_CHARS.sub(" ", (text.strip().splitlines() or [""])[0])
     return line[:limit] or "-"
+
+
+def check_event_id(value: str, orchestrator_id: str, where: str) -> str:
+    """``value`` if it is an eventId of ``orchestrator_id``'s log (a parent checkpoint)."""
+    if _EVENT_ID.fullmatch(value) is None:
+        _refuse(where, f"{value[:80]!r} is not an eventId (e-xxxxxxxx-xxxxxxxxxxxxxxxx)")
+    if value[2:10] != orchestrator_tag(orchestrator_id):
+        raise ScopeViolation(f"{where} {value} belongs to another orchestrator, "
+                             f"not {orchestrator_id!r}")
+    return value
 
 
 def digest_of(text: str) -> str:
@@ -177,6 +188,9 @@ def check_log_request(payload: Any, orchestrator_id: str,
                 _refuse(f"{where}.data", f"{size} characters of JSON; the limit is "
                         f"memory.log.max_data_chars ({limits.max_data_chars})")
         checkpoint = event.checkpoint
+        if checkpoint is not None and checkpoint.parent_id is not None:
+            check_event_id(checkpoint.parent_id, orchestrator_id,
+                           f"{where}.checkpoint.parentId")
         if checkpoint is not None and \
                 checkpoint.schema_version not in limits.checkpoint_schema_versions:
             _refuse(f"{where}.checkpoint.schemaVersion",

@@ -47,6 +47,8 @@ def test_event_ids_follow_the_key_and_the_orchestrator() -> None:
      "events.0.checkpoint.schemaVersion"),
     ({"kind": "checkpoint", "checkpoint": {"ref": "r", "schemaVersion": "1"}},
      "events.0.checkpoint.schemaVersion"),
+    ({"kind": "checkpoint", "checkpoint": {"ref": "r", "schemaVersion": 1, "parentId": "e-1"}},
+     "events.0.checkpoint.parentId"),
     ({"at": "yesterday"}, "events.0.at"),
     ({"at": "2026-01-01T10:00:00"}, "events.0.at"),
     ({"stepId": "a\x00b"}, "events.0.stepId"),
@@ -61,11 +63,14 @@ def test_a_bad_event_is_refused_naming_its_field(event: dict[str, Any], path: st
 def test_good_events_pass_and_bounds_are_inclusive() -> None:
     ok = check_log_request(request(text="x" * 10, digest=digest_of("x" * 10)), "bot", LIMITS)
     assert ok.events[0].text == "x" * 10
-    checkpoint = {"ref": "s3://s", "schemaVersion": 2, "parentId": "e-1"}
+    checkpoint = {"ref": "s3://s", "schemaVersion": 2, "parentId": event_id_for("bot", "c1")}
     assert check_log_request(request(kind="checkpoint", checkpoint=checkpoint), "bot",
                              LIMITS).events[0].checkpoint is not None
     with pytest.raises(MemoryValidationError):
         check_log_request({"events": []}, "bot", LIMITS)
+    foreign = {"ref": "s3://s", "schemaVersion": 1, "parentId": event_id_for("other", "c1")}
+    with pytest.raises(ScopeViolation, match=r"checkpoint\.parentId"):
+        check_log_request(request(kind="checkpoint", checkpoint=foreign), "bot", LIMITS)
 
 
 def test_an_episode_summary_is_sentences_of_the_run_itself_and_bounded() -> None:
