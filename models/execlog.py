@@ -22,7 +22,7 @@ import json
 import re
 import secrets
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NoReturn
 
 from pydantic import Field, field_validator, model_validator
 
@@ -183,7 +183,10 @@ def check_log_request(payload: Any, orchestrator_id: str,
                     f"memory.log.max_text_chars ({limits.max_text_chars}): log its digest "
                     "and keep the text elsewhere")
         if event.data is not None:
-            size = len(json.dumps(event.data, ensure_ascii=False, allow_nan=False))
+            try:
+                size = len(json.dumps(event.data, ensure_ascii=False, allow_nan=False))
+            except (TypeError, ValueError) as exc:
+                _refuse(f"{where}.data", f"not plain JSON ({exc})")
             if size > limits.max_data_chars:
                 _refuse(f"{where}.data", f"{size} characters of JSON; the limit is "
                         f"memory.log.max_data_chars ({limits.max_data_chars})")
@@ -200,6 +203,6 @@ def check_log_request(payload: Any, orchestrator_id: str,
     return request
 
 
-def _refuse(path: str, message: str) -> None:
+def _refuse(path: str, message: str) -> NoReturn:
     text = f"{path}: {message}"
     raise MemoryValidationError(text, [{"path": path, "message": message}])

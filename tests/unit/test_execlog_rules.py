@@ -43,6 +43,7 @@ def test_event_ids_follow_the_key_and_the_orchestrator() -> None:
 @pytest.mark.parametrize(("event", "path"), [
     ({"text": "x" * 11}, "events.0.text"),
     ({"data": {"k": "v" * 30}}, "events.0.data"),
+    ({"data": {"k": float("nan")}}, "events.0.data"),
     ({"kind": "checkpoint", "checkpoint": {"ref": "r", "schemaVersion": 3}},
      "events.0.checkpoint.schemaVersion"),
     ({"kind": "checkpoint", "checkpoint": {"ref": "r", "schemaVersion": "1"}},
