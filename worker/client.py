@@ -353,7 +353,8 @@ class MemoryClient:
                   idempotency_key: str | None = None) -> WriteHandle:
         """Append events to the execution log (see :mod:`orchmem.models.execlog`);
         returns a handle at once, refused (``ok`` False, field errors) like a write-back."""
-        payload: dict[str, Any] = {"events": list(events)}
+        payload: dict[str, Any] = {"events": list(events) if isinstance(events, list | tuple)
+                                   else events}  # anything else: refused by the check
         if idempotency_key is not None:
             payload["idempotencyKey"] = idempotency_key
         return self._publish(LOG, "log", payload, check=lambda p: check_log_request(

@@ -127,6 +127,12 @@ def test_bad_events_are_refused_naming_the_field_and_nothing_is_logged(
     assert read_log(odb_of(memory)) == ([], None)
 
 
+def test_events_that_are_not_a_list_are_refused_not_raised(memory: MemoryClient) -> None:
+    handle = memory.log_event(events="run started")  # type: ignore[arg-type]
+    assert not handle.ok and handle.error == "validation"
+    assert handle.errors[0]["path"] == "events"
+
+
 def test_a_run_id_of_another_orchestrator_is_a_scope_violation(memory: MemoryClient,
                                                                tmp_path: Path) -> None:
     other = MemoryClient("other-bot", make_settings(tmp_path / "root", ""), immediate=True)
