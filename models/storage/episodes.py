@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .database import OrchestratorDB
+if TYPE_CHECKING:
+    from .database import OrchestratorDB
+
 
 _COLUMNS = ("episode_id", "run_id", "title", "summary", "participants", "tools", "outcome",
             "started_at", "ended_at", "first_seq", "last_seq", "events", "memories",

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..execlog import LOG_SCHEMA_VERSION, LogEventInput, digest_of, event_id_for
 from ..schema import format_ts
-from .database import OrchestratorDB
+
+if TYPE_CHECKING:
+    from .database import OrchestratorDB
 
 _INSERT = (
     "INSERT INTO log_events (event_id, idempotency_key, run_id, step_id, span_id, "

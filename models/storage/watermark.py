@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..execlog import LOG_SCHEMA_VERSION
-from .database import OrchestratorDB
 from .execlog import has_log
+
+if TYPE_CHECKING:
+    from .database import OrchestratorDB
 
 
 def projection_status(odb: OrchestratorDB) -> dict[str, Any]:
