@@ -38,6 +38,8 @@ def test_down_removes_the_log_and_up_gives_back_a_new_files_schema(tmp_path: Pat
                        "reinforcements, forgotten, created_at, updated_at) VALUES "
                        "('m-1', 'Fact', 50, 'kept', 'kept', 0.8, 'active', 'manual', 'user', "
                        "'f', 0, 0, 0, 'x', 'x')")
+    odb.db.execute_sql("INSERT INTO memory_sources (memory_id, source_type, captured_by, "
+                       "captured_at) VALUES ('m-1', 'manual', 'user', 'x')")
     with odb.write():  # the step alone: independent of the other numbered steps
         steps_log.down(odb)
     older = schema(path)
