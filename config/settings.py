@@ -135,6 +135,19 @@ class ContextSettings(_Section):
     diagnostics_top_n: int = Field(12, ge=0, le=100)
 
 
+class ExecLogSettings(_Section):
+    """``memory.log.*``: the execution log (models/execlog.py)."""
+
+    #: Longest prompt, response or note text stored beside its digest; longer is refused.
+    max_text_chars: int = Field(4000, ge=0, le=100_000)
+    #: Longest JSON ``data`` of one event (tool arguments, outcome details).
+    max_data_chars: int = Field(16_000, ge=2, le=1_000_000)
+    #: Checkpoint state schemas this orchestrator can restore; another is refused.
+    checkpoint_schema_versions: list[int] = Field(default_factory=lambda: [1], min_length=1)
+    #: Recall warns when a projection (episodes, vectors) lags the log by more events.
+    max_projection_lag: int = Field(1000, ge=0, le=10**9)
+
+
 class MemorySettings(_Section):
     """The ``memory.*`` keys of SPEC.md, global or per orchestrator."""
 
@@ -146,6 +159,7 @@ class MemorySettings(_Section):
     writeback: WritebackSettings = Field(default_factory=WritebackSettings)
     bulletin: BulletinSettings = Field(default_factory=BulletinSettings)
     context: ContextSettings = Field(default_factory=ContextSettings)
+    log: ExecLogSettings = Field(default_factory=ExecLogSettings)
 
 
 class EmbeddingSettings(_Section):

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING
 import peewee
 
 from ..schema import format_ts, utc_now
-from . import sample_recall
+from . import sample_recall, steps_log
 from .backup import restore_backup, take_backup
 from .degraded import mark_degraded
 from .tables import META_LAST_MIGRATED_AT, META_SCHEMA_VERSION, SCHEMA_VERSION, MetaRow
@@ -90,7 +90,10 @@ class Step:
 
 
 #: The steps in ascending order; the last version is SCHEMA_VERSION.
-MIGRATIONS: list[Step] = [Step(2, upgrade_to_2, downgrade_from_2)]
+MIGRATIONS: list[Step] = [
+    Step(2, upgrade_to_2, downgrade_from_2),
+    Step(steps_log.VERSION, steps_log.up, steps_log.down),
+]
 
 
 def schema_version() -> int:

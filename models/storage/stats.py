@@ -19,6 +19,7 @@ from .tables import (
     TaskReceiptRow,
     live_rows,
 )
+from .watermark import projection_status
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +60,7 @@ def stats(odb: OrchestratorDB) -> dict[str, Any]:
             "dbBytes": odb.workspace.db_path.stat().st_size,
             "walBytes": _size(odb.workspace.db_path.with_name("memory.db-wal")),
             "degraded": degraded_info(odb.workspace),
+            "watermark": projection_status(odb),
         }
 
 

@@ -27,10 +27,12 @@ from peewee import (
 )
 from playhouse.shortcuts import ThreadSafeDatabaseMetadata
 
+from .logtables import EPISODE_FTS_DDL, LOG_TABLES
+
 #: In meta. A file with a newer version is refused at open (integrity.py); an older one
 #: is brought up to this version by the numbered steps of migrations.py when a writer
 #: opens it. A DDL change here needs a new step there.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 5
 
 #: Porter stemming over unicode61 with diacritics folded: "café" matches "cafe",
 #: "running" matches "run".
@@ -228,6 +230,7 @@ TABLES: tuple[type[Model], ...] = (
     IngestManifestRow,
     DeadLetterRow,
     MetaRow,
+    *LOG_TABLES,
 )
 
 FTS_DDL = (
@@ -265,7 +268,7 @@ def create_schema(db: Database, orchestrator_id: str) -> None:
     """
     with db.bind_ctx(TABLES):
         db.create_tables(TABLES, safe=True)
-        for statement in FTS_DDL:
+        for statement in (*FTS_DDL, *EPISODE_FTS_DDL):
             db.execute_sql(statement)
         for key, value in (
             (META_SCHEMA_VERSION, str(SCHEMA_VERSION)),

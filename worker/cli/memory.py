@@ -245,6 +245,12 @@ def stats(cli: Cli, orchestrator_id: str | None, missing_ok: bool, as_json: bool
                  f"last change {data['lastEventAt'] or '-'}")
     lines.append(f"  last bulletin {data['lastBulletinAt'] or '-'}, last ingest "
                  f"{data['lastIngestAt'] or '-'}, queue {shard_queue}: {data['queue']['depth']}")
+    mark = data["watermark"]
+    lines.append(f"  log seq {mark['log']['seq']} ({mark['log']['recordedAt'] or '-'}); behind "
+                 f"it: episodes {mark['episodes']['behindRuns']} runs, vectors "
+                 f"{mark['vectors']['behindMemories']}, full text "
+                 f"{mark['fts']['behindMemories']}, bulletin "
+                 f"{mark['bulletin']['behindChanges']} changes")
     if data.get("degraded"):
         lines.append(f"  DEGRADED (read-only): {data['degraded'].get('reason')}")
     emit(data, as_json, "\n".join(lines))
