@@ -33,6 +33,7 @@ TASK_MODULES = (
     "orchmem.tasks.bulletin",
     "orchmem.tasks.read",
     "orchmem.tasks.backups",
+    "orchmem.tasks.reflect",
 )
 
 
