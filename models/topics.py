@@ -55,10 +55,19 @@ class Unit:
     vector: np.ndarray | None = None
 
 
+#: Words of time an extractor's slot name may carry ("the service now runs ..." gives the
+#: slot "fact:service now"): not part of what the slot is about.
+TIME_WORDS = frozenset({"now", "currently", "still", "today", "anymore", "also", "again"})
+
+
 def rule_topic(subject: str | None) -> str | None:
     """The topic an extractor's slot names, or None for no slot or a broad one."""
     if not subject or subject in BROAD_SUBJECTS:
         return None
+    kind, colon, rest = subject.partition(":")
+    if colon:
+        kept = " ".join(w for w in rest.split() if w not in TIME_WORDS)
+        subject = f"{kind}:{kept or rest}"
     return SUBJECT_PREFIX + subject
 
 

@@ -54,6 +54,7 @@ from orchmem.tasks.writeback import WRITEBACK
 from .app import OrchmemCelery, create_app, create_immediate_app
 from .handles import BulletinResult, Context, WriteHandle, task_result
 from .pending import PendingWrites
+from .reflection_client import ReflectionMixin
 from .remote import empty_bundle, remote_recall
 
 logger = logging.getLogger(__name__)
@@ -65,7 +66,7 @@ BROKER_BACKOFF_S = 5.0
 CATCH_UP_BATCH = 100
 
 
-class MemoryClient:
+class MemoryClient(ReflectionMixin):
     """The memory of one orchestrator, as that orchestrator uses it.
 
     ``settings`` default to :func:`load_settings` (``orchmem.toml`` / ``ORCHMEM_*``).

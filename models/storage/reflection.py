@@ -12,7 +12,7 @@ from typing import Any, cast
 
 from ..schema import EdgeType, Status, format_ts, utc_now
 from .database import OrchestratorDB
-from .insights import REFLECT_SCHEMA
+from .insights import REFLECT_SCHEMA, counts
 from .migrations import schema_version
 from .tables import CrystalRow, InsightRow, MemoryEdgeRow, MemoryRow, ProposalRow
 
@@ -120,6 +120,19 @@ def drop_part_of(crystal_id: str, keep: Sequence[str]) -> int:
 
 def forget_crystal_row(topic: str) -> None:
     CrystalRow.delete().where(CrystalRow.topic == topic).execute()
+
+
+def reflection_stats(odb: OrchestratorDB) -> dict[str, Any]:
+    """``orchmem stats``' reflection counts (inside a read; empty before schema 6)."""
+    if schema_version() < REFLECT_SCHEMA:
+        return {}
+    meta = dict(odb.sql("SELECT key, value FROM meta WHERE key = 'last_reflect_at'"))
+    topics = odb.sql("SELECT count(DISTINCT topic) FROM memories WHERE topic IS NOT NULL "
+                     "AND status = 'active' AND forgotten = 0")[0][0]
+    crystal_count = odb.sql("SELECT count(*) FROM crystals c JOIN memories m "
+                            "ON m.memory_id = c.memory_id WHERE m.status = 'active'")[0][0]
+    return {"reflection": {"topics": int(topics), "crystals": int(crystal_count),
+                           **counts(odb), "lastReflectAt": meta.get("last_reflect_at")}}
 
 
 # -- hard forget ----------------------------------------------------------------------
