@@ -40,7 +40,7 @@ class Review(WireModel):
     """``{"op": "accept" | "reject", "proposalId", "reason"?}``."""
 
     op: Literal["accept", "reject"]
-    proposal_id: Annotated[str, Field(strict=True, max_length=40)]
+    proposal_id: Annotated[str, Field(strict=True, pattern=r"^p-[0-9a-f]{8}-[0-9a-f]{16}$")]
     reason: Reason | None = None
     actor: Literal["user", "system"] = "user"
     idempotency_key: IdempotencyKey | None = None

@@ -263,6 +263,7 @@ def row_to_node(row: MemoryRow, orchestrator_id: str) -> MemoryNode:
         status=Status(row.status),
         created_at=row.created_at,
         updated_at=row.updated_at,
+        topic=row.topic,
     )
 
 
