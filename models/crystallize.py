@@ -1,6 +1,10 @@
 """Reflection's crystal stage: compile every topic, then write what changed in one
 transaction (new crystals, rewrites in place, retractions, PartOf edges, vectors).
 
+A crystal's vector is the normalized mean of its units' vectors (the model embeds its
+text only when no unit has a vector; ``orchmem reembed`` with another model embeds it
+like any memory).
+
 What a crystal holds is decided by :func:`orchmem.models.crystals.compile_topic`; this
 module only applies it. A crystal's memoryId is derived from its topic, so rebuilding a
 topic never makes a second one; a crystal whose topic fell below the threshold is
@@ -10,6 +14,8 @@ retracted, and comes back (the same memory, active again) if the topic grows bac
 from __future__ import annotations
 
 from collections.abc import Sequence
+
+import numpy as np
 
 from .crystals import Compiled, Summariser, by_topic, compile_topic
 from .embedding import Embedder
@@ -27,11 +33,11 @@ from .storage.database import OrchestratorDB
 from .storage.edges import insert_edge
 from .storage.events import add_event
 from .storage.reflection import StoredUnit
-from .storage.vectors import store_embeddings
+from .storage.vectors import VectorIndex, store_embeddings
 
 
-def crystallize(odb: OrchestratorDB, units: Sequence[StoredUnit], embedder: Embedder, *,
-                key: str, summariser: Summariser) -> dict[str, int]:
+def crystallize(odb: OrchestratorDB, units: Sequence[StoredUnit], embedder: Embedder,
+                index: VectorIndex, *, key: str, summariser: Summariser) -> dict[str, int]:
     """Compile, rebuild or retract the crystal of every topic; returns the counts."""
     settings = odb.memory
     groups = by_topic(units)
@@ -47,14 +53,31 @@ def crystallize(odb: OrchestratorDB, units: Sequence[StoredUnit], embedder: Embe
     todo = [c for t, c in compiled.items() if c is not None and (
         t not in existing or existing[t][1] != c.digest or existing[t][0] not in active)]
     retire = [t for t, (m, _) in existing.items() if m in active and compiled.get(t) is None]
-    vectors = list(embedder.encode([c.content for c in todo])) if todo else []
+    vectors = [_centroid(index, c.unit_ids) for c in todo]
+    missing = [i for i, v in enumerate(vectors) if v is None]
+    if missing:
+        for i, vector in zip(missing, embedder.encode([todo[i].content for i in missing]),
+                             strict=True):
+            vectors[i] = vector
     with odb.write():
         built = [_build(odb, c, existing.get(c.topic, (None, ""))[0], key) for c in todo]
-        store_embeddings(zip(built, vectors, strict=True), embedder.version)
+        store_embeddings([(m, v) for m, v in zip(built, vectors, strict=True)
+                          if v is not None], embedder.version)
         for topic in retire:
             _retire(existing[topic][0], topic, key)
     return {"crystalsBuilt": len(todo), "crystalsRetracted": len(retire),
             "crystals": sum(1 for c in compiled.values() if c is not None)}
+
+
+def _centroid(index: VectorIndex, unit_ids: Sequence[str]) -> np.ndarray | None:
+    """A crystal's vector: the normalized mean of its units' vectors (what the topic is
+    about, all of it, at no model cost), or None when none of them has one."""
+    rows = [index.positions[u] for u in unit_ids if u in index.positions]
+    if not rows:
+        return None
+    mean = index.matrix[np.array(rows)].mean(axis=0)
+    norm = float(np.linalg.norm(mean))
+    return mean / norm if norm else None
 
 
 def _build(odb: OrchestratorDB, compiled: Compiled, crystal_id: str | None, key: str) -> str:

@@ -1,8 +1,10 @@
 """Evolves proposals: how a newer memory may relate to an older one of the same topic.
 
-Reflection looks at pairs (newer, older) of active units in one topic, the newer one
-recent (written since the last reflection), that no edge joins yet, and proposes at
-most one relation per pair, from the first rule that matches:
+Reflection looks at pairs (newer, older) of active units of one type in one topic, the
+newer one recent (written since the last reflection), that no edge joins yet, and
+proposes at most one relation per pair, from the first rule that matches. Events and
+Observations are episodic (what happened, what was seen): a later one adds to an
+earlier one and never replaces it, so they are not proposed.
 
 =============  ==========================================================================
 ``replaces``   the same exclusive slot (``subject``) with another value, and the newer one
@@ -46,6 +48,8 @@ CLOSE = 0.72
 NEAR = 0.8
 #: Share of the older memory's words a refinement keeps.
 KEPT_WORDS = 0.8
+#: Types that are never replaced: what happened, what was seen.
+EPISODIC = frozenset({"Event", "Observation"})
 #: Older memories looked at per recent one (the closest first).
 PEERS = 20
 
@@ -114,8 +118,11 @@ def propose(recent: Sequence[StoredUnit], topic_units: Sequence[StoredUnit],
     topic (``topic_units``), skipping linked pairs and known fingerprints; deterministic."""
     out: list[Proposal] = []
     for newer in sorted(recent, key=lambda u: (u.created_at, u.memory_id)):
+        if newer.type in EPISODIC:
+            continue
         peers = [(cosine(newer.memory_id, o.memory_id), o) for o in topic_units
-                 if (o.created_at, o.memory_id) < (newer.created_at, newer.memory_id)
+                 if o.type == newer.type
+                 and (o.created_at, o.memory_id) < (newer.created_at, newer.memory_id)
                  and (newer.memory_id, o.memory_id) not in linked]
         peers.sort(key=lambda p: (-(p[0] if p[0] is not None else -1.0), p[1].memory_id))
         for similarity, older in peers[:PEERS]:

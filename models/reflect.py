@@ -68,7 +68,7 @@ def reflect(odb: OrchestratorDB, embedder: Embedder, *, key: str,
     _proposals(odb, units, index, key, counts)
     timed("proposals", started)
     started = time.monotonic()
-    counts.update(crystallize(odb, units, embedder, key=key, summariser=summariser))
+    counts.update(crystallize(odb, units, embedder, index, key=key, summariser=summariser))
     timed("crystals", started)
     started = time.monotonic()
     counts["working"] = refresh(odb, utc_now())["written"]
