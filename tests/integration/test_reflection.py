@@ -200,3 +200,20 @@ def test_working_md_is_rebuilt_when_deleted_and_joins_the_context(
     log = [json.loads(line) for line in client.databases.workspace(
         client.orchestrator_id).log_path.read_text().splitlines()]
     assert any(e["event"] == "reflect" and "topics" in e for e in log)
+
+
+def test_a_hard_forget_of_a_unit_erases_the_crystal_that_quoted_it(
+        client: MemoryClient) -> None:
+    tea = write(client, *(memory(t, "Preference", at=f"2026-01-0{i + 1}T00:00:00Z")
+                          for i, t in enumerate(TEA)))
+    reflect(client)
+    odb = client.databases.open(client.orchestrator_id)
+    assert odb is not None
+    [(crystal_id,)] = odb.sql("SELECT memory_id FROM crystals")
+    assert client.forget(tea[1], hard=True, reason="wrong").wait(30)["ok"]
+    assert odb.sql("SELECT forgotten, content FROM memories WHERE memory_id = ?",
+                   (crystal_id,)) == [(1, "")]
+    assert odb.sql("SELECT count(*) FROM memories WHERE content LIKE '%every morning%'") == \
+        [(0,)]
+    assert odb.sql("SELECT count(*) FROM crystals") == [(0,)]
+    assert reflect(client)["crystals"] == 0  # two units left: below crystal_min_units
