@@ -30,7 +30,6 @@ passes :func:`shown` (the one filter point; memory sensitivity lands with issue 
 from __future__ import annotations
 
 import fcntl
-import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -39,6 +38,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from .atomic import write_atomically
 from .bulletin_facts import Item
 from .schema import format_ts, parse_ts
 from .storage import bulletin_reads, insights
@@ -150,12 +150,7 @@ def refresh(odb: OrchestratorDB, now: datetime, *, force: bool = False) -> dict[
             return {"written": False, "watermark": projection.watermark,
                     "chars": path.stat().st_size}
         text = projection.to_text()
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        write_atomically(path, text)
     return {"written": True, "watermark": projection.watermark, "chars": len(text)}
 
 
