@@ -246,8 +246,9 @@ def stats(cli: Cli, orchestrator_id: str | None, missing_ok: bool, as_json: bool
                  f"{data['lastIngestAt'] or '-'}, queue {shard_queue}: {data['queue']['depth']}")
     if data.get("reflection"):
         r = data["reflection"]
+        proposals = ", ".join(f"{k} {v}" for k, v in sorted(r["proposals"].items())) or "-"
         lines.append(f"  topics {r['topics']}, crystals {r['crystals']}, proposals "
-                     f"{r['proposals'] or '-'}, last reflection {r['lastReflectAt'] or '-'}")
+                     f"{proposals}, last reflection {r['lastReflectAt'] or '-'}")
     if data.get("degraded"):
         lines.append(f"  DEGRADED (read-only): {data['degraded'].get('reason')}")
     emit(data, as_json, "\n".join(lines))
