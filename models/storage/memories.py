@@ -29,6 +29,7 @@ from ..schema import (
 from .database import OrchestratorDB
 from .events import add_event, naming
 from .tables import (
+    CrystalRow,
     MemoryEventRow,
     MemoryRow,
     MemorySourceRow,
@@ -71,7 +72,10 @@ def _stored(row: MemoryRow) -> StoredMemory:
 
 
 def _active_of(memory_type: str) -> Any:
-    return (MemoryRow.type == memory_type) & (MemoryRow.status == Status.ACTIVE.value)
+    """Active memories of ``memory_type`` that a write can reinforce or link: not
+    crystals (reflection's digests of a topic are never a statement's duplicate)."""
+    return (MemoryRow.type == memory_type) & (MemoryRow.status == Status.ACTIVE.value) \
+        & MemoryRow.memory_id.not_in(CrystalRow.select(CrystalRow.memory_id))
 
 
 def get(memory_id: str) -> StoredMemory | None:

@@ -217,3 +217,17 @@ def test_a_hard_forget_of_a_unit_erases_the_crystal_that_quoted_it(
         [(0,)]
     assert odb.sql("SELECT count(*) FROM crystals") == [(0,)]
     assert reflect(client)["crystals"] == 0  # two units left: below crystal_min_units
+
+
+def test_a_write_never_reinforces_a_crystal(client: MemoryClient) -> None:
+    write(client, *(memory(t, "Preference", at=f"2026-01-0{i + 1}T00:00:00Z")
+                    for i, t in enumerate(TEA)))
+    reflect(client)
+    odb = client.databases.open(client.orchestrator_id)
+    assert odb is not None
+    [(crystal_id, content)] = odb.sql("SELECT c.memory_id, m.content FROM crystals c "
+                                      "JOIN memories m ON m.memory_id = c.memory_id")
+    result = client.write_back(memories=[memory(content, "Preference")]).wait(60)
+    assert result is not None and result["created"] and result["reinforced"] == []
+    assert odb.sql("SELECT reinforcements FROM memories WHERE memory_id = ?",
+                   (crystal_id,)) == [(0,)]
