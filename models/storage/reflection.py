@@ -122,6 +122,18 @@ def forget_crystal_row(topic: str) -> None:
     CrystalRow.delete().where(CrystalRow.topic == topic).execute()
 
 
+def crystal_of(odb: OrchestratorDB, memory_ids: Sequence[str]) -> dict[str, str]:
+    """unit -> its crystal, for those of ``memory_ids`` a crystal among them holds."""
+    ids = list(memory_ids)
+    if not ids or schema_version() < REFLECT_SCHEMA:
+        return {}
+    marks = ",".join("?" * len(ids))
+    return {str(u): str(c) for u, c in odb.sql(
+        f"SELECT e.from_memory_id, e.to_memory_id FROM memory_edges e JOIN crystals k "
+        f"ON k.memory_id = e.to_memory_id WHERE e.edge_type = 'PartOf' "
+        f"AND e.from_memory_id IN ({marks}) AND e.to_memory_id IN ({marks})", ids + ids)}
+
+
 def reflection_stats(odb: OrchestratorDB) -> dict[str, Any]:
     """``orchmem stats``' reflection counts (inside a read; empty before schema 6)."""
     if schema_version() < REFLECT_SCHEMA:

@@ -231,3 +231,12 @@ def test_a_write_never_reinforces_a_crystal(client: MemoryClient) -> None:
     assert result is not None and result["created"] and result["reinforced"] == []
     assert odb.sql("SELECT reinforcements FROM memories WHERE memory_id = ?",
                    (crystal_id,)) == [(0,)]
+
+
+def test_working_md_shows_a_crystal_instead_of_its_units(client: MemoryClient) -> None:
+    tea = write(client, *(memory(t, "Preference", at=f"2026-01-0{i + 1}T00:00:00Z")
+                          for i, t in enumerate(TEA)))
+    reflect(client)
+    preferences = (client.working_memory() or "").split("## Preferences\n")[1].split("##")[0]
+    assert len(preferences.splitlines()) == 1 and preferences.startswith("- green tea: ")
+    assert not any(unit in preferences for unit in tea)
