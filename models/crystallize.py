@@ -85,7 +85,7 @@ def _build(odb: OrchestratorDB, compiled: Compiled, crystal_id: str | None, key:
     fingerprint = content_fingerprint(compiled.type, compiled.content)
     fields: dict[str, object] = {"type": compiled.type, "content": compiled.content,
               "summary": summarize(compiled.content), "importance": compiled.importance,
-              "confidence": compiled.confidence, "topic": compiled.topic,
+              "confidence": compiled.confidence,
               "fingerprint": fingerprint}
     if crystal_id is None:
         crystal_id = _new_id(odb, compiled.topic)
@@ -95,6 +95,7 @@ def _build(odb: OrchestratorDB, compiled: Compiled, crystal_id: str | None, key:
             "source": {"sourceType": "manual", "capturedBy": "system"}})
         memories.insert_memory(crystal_id, memory, key=key, fingerprint=fingerprint)
     reflection.rewrite_crystal(crystal_id, fields)
+    reflection.set_topics({crystal_id: compiled.topic})
     reflection.drop_part_of(crystal_id, compiled.unit_ids)
     for unit in compiled.unit_ids:
         insert_edge(odb, EdgeInput(from_memory_id=unit, to_memory_id=crystal_id,

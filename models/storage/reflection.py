@@ -14,7 +14,14 @@ from ..schema import EdgeType, Status, format_ts, utc_now
 from .database import OrchestratorDB
 from .insights import REFLECT_SCHEMA, counts
 from .migrations import schema_version
-from .tables import CrystalRow, InsightRow, MemoryEdgeRow, MemoryRow, ProposalRow
+from .tables import (
+    CrystalRow,
+    InsightRow,
+    MemoryEdgeRow,
+    MemoryRow,
+    MemoryTopicRow,
+    ProposalRow,
+)
 
 
 @dataclass(frozen=True)
@@ -39,13 +46,14 @@ class StoredUnit:
 
 _UNIT_COLUMNS = ("m.id, m.memory_id, m.type, m.content, m.summary, m.importance, "
                  "m.confidence, m.subject, m.value, m.stated, m.reinforcements, "
-                 "m.fingerprint, m.created_at, m.topic")
+                 "m.fingerprint, m.created_at, t.topic")
 
 
 def units(odb: OrchestratorDB) -> list[StoredUnit]:
     """Every active live memory that is not a crystal, oldest first (one snapshot)."""
     with odb.read():
-        rows = odb.sql(f"SELECT {_UNIT_COLUMNS} FROM memories m WHERE m.status = ? "
+        rows = odb.sql(f"SELECT {_UNIT_COLUMNS} FROM memories m LEFT JOIN memory_topics t "
+                       "ON t.memory_id = m.memory_id WHERE m.status = ? "
                        "AND m.forgotten = 0 AND m.memory_id NOT IN "
                        "(SELECT memory_id FROM crystals) ORDER BY m.created_at, m.memory_id",
                        (Status.ACTIVE.value,))
@@ -57,19 +65,33 @@ def units(odb: OrchestratorDB) -> list[StoredUnit]:
 
 def set_topics(changes: Mapping[str, str | None]) -> int:
     """Write the topics that changed (inside a write); returns how many rows changed."""
-    changed = 0
-    for memory_id, topic in sorted(changes.items()):
-        changed += MemoryRow.update(topic=topic).where(MemoryRow.memory_id == memory_id).execute()
-    return changed
+    gone = sorted(m for m, t in changes.items() if t is None)
+    if gone:
+        MemoryTopicRow.delete().where(MemoryTopicRow.memory.in_(gone)).execute()
+    rows = [{"memory": m, "topic": t} for m, t in sorted(changes.items()) if t is not None]
+    if rows:
+        MemoryTopicRow.insert_many(rows).on_conflict_replace().execute()
+    return len(changes)
+
+
+def topics_of(memory_ids: Sequence[str]) -> dict[str, str]:
+    """memoryId -> topic for those of ``memory_ids`` that have one (inside a bound block;
+    empty on a file before schema 6)."""
+    if not memory_ids or schema_version() < REFLECT_SCHEMA:
+        return {}
+    rows = MemoryTopicRow.select(MemoryTopicRow.memory, MemoryTopicRow.topic).where(
+        MemoryTopicRow.memory.in_(list(memory_ids))).tuples()
+    return {str(m): str(t) for m, t in cast(Any, rows)}
 
 
 def topic_counts(odb: OrchestratorDB) -> list[tuple[str, int, str | None]]:
     """(topic, active units, its crystal's memoryId) for every topic, largest first."""
     return [(str(t), int(n), c) for t, n, c in odb.sql(
-        "SELECT m.topic, count(*), c.memory_id FROM memories m "
-        "LEFT JOIN crystals c ON c.topic = m.topic WHERE m.status = 'active' "
-        "AND m.forgotten = 0 AND m.topic IS NOT NULL AND m.memory_id NOT IN "
-        "(SELECT memory_id FROM crystals) GROUP BY m.topic ORDER BY count(*) DESC, m.topic")]
+        "SELECT t.topic, count(*), c.memory_id FROM memory_topics t "
+        "JOIN memories m ON m.memory_id = t.memory_id "
+        "LEFT JOIN crystals c ON c.topic = t.topic WHERE m.status = 'active' "
+        "AND m.forgotten = 0 AND m.memory_id NOT IN "
+        "(SELECT memory_id FROM crystals) GROUP BY t.topic ORDER BY count(*) DESC, t.topic")]
 
 
 def linked_pairs(memory_ids: Sequence[str]) -> set[tuple[str, str]]:
@@ -139,8 +161,9 @@ def reflection_stats(odb: OrchestratorDB) -> dict[str, Any]:
     if schema_version() < REFLECT_SCHEMA:
         return {}
     meta = dict(odb.sql("SELECT key, value FROM meta WHERE key = 'last_reflect_at'"))
-    topics = odb.sql("SELECT count(DISTINCT topic) FROM memories WHERE topic IS NOT NULL "
-                     "AND status = 'active' AND forgotten = 0")[0][0]
+    topics = odb.sql("SELECT count(DISTINCT t.topic) FROM memory_topics t JOIN memories m "
+                     "ON m.memory_id = t.memory_id WHERE m.status = 'active' "
+                     "AND m.forgotten = 0")[0][0]
     crystal_count = odb.sql("SELECT count(*) FROM crystals c JOIN memories m "
                             "ON m.memory_id = c.memory_id WHERE m.status = 'active'")[0][0]
     return {"reflection": {"topics": int(topics), "crystals": int(crystal_count),
@@ -157,9 +180,9 @@ def scrub(memory_id: str) -> list[str]:
     caller erases too (reflection compiles them again from what is left)."""
     if schema_version() < REFLECT_SCHEMA:
         return []
-    row = MemoryRow.get(MemoryRow.memory_id == memory_id)
-    if row.topic:
-        MemoryRow.update(topic=None).where(MemoryRow.topic == row.topic).execute()
+    row = MemoryTopicRow.get_or_none(MemoryTopicRow.memory == memory_id)
+    if row is not None:
+        MemoryTopicRow.delete().where(MemoryTopicRow.topic == row.topic).execute()
     quoted: list[str] = [r[0] for r in cast(Any, MemoryEdgeRow.select(
         MemoryEdgeRow.to_memory).where(MemoryEdgeRow.from_memory == memory_id,
                                        MemoryEdgeRow.edge_type == EdgeType.PART_OF.value)

@@ -1,4 +1,4 @@
-"""Schema 6: reflection's tables (insights, proposals, crystals) and ``memories.topic``.
+"""Schema 6: reflection's tables (memory_topics, insights, proposals, crystals).
 
 Written exactly as Peewee creates them in a new file, so a migrated file's schema is
 the same text as a new one's. The conflict insights are backfilled from the
@@ -14,8 +14,10 @@ if TYPE_CHECKING:
     from .database import OrchestratorDB
 
 UP_6 = (
-    'ALTER TABLE "memories" ADD COLUMN "topic" VARCHAR(255)',
-    'CREATE INDEX IF NOT EXISTS "memories_topic" ON "memories" ("topic")',
+    'CREATE TABLE IF NOT EXISTS "memory_topics" ("memory_id" VARCHAR(255) NOT NULL PRIMARY KEY, '
+    '"topic" VARCHAR(255) NOT NULL, FOREIGN KEY ("memory_id") REFERENCES "memories" '
+    '("memory_id") ON DELETE CASCADE)',
+    'CREATE INDEX IF NOT EXISTS "memory_topics_topic" ON "memory_topics" ("topic")',
     'CREATE TABLE IF NOT EXISTS "insights" ("insight_id" VARCHAR(255) NOT NULL PRIMARY KEY, '
     '"kind" VARCHAR(255) NOT NULL, "status" VARCHAR(255) NOT NULL, "memory_ids" TEXT NOT NULL, '
     '"ref" VARCHAR(255), "reason" TEXT, "created_at" VARCHAR(255) NOT NULL, '
@@ -52,13 +54,12 @@ DOWN_6 = (
     'DROP TABLE IF EXISTS "crystals"',
     'DROP TABLE IF EXISTS "proposals"',
     'DROP TABLE IF EXISTS "insights"',
-    'DROP INDEX IF EXISTS "memories_topic"',
-    'ALTER TABLE "memories" DROP COLUMN "topic"',
+    'DROP TABLE IF EXISTS "memory_topics"',
 )
 
 
 def upgrade_to_6(odb: OrchestratorDB) -> None:
-    """Add the reflection tables and ``memories.topic``; backfill conflict insights."""
+    """Add the reflection tables; backfill conflict insights."""
     for statement in UP_6:
         odb.db.execute_sql(statement)
 

@@ -69,8 +69,6 @@ class MemoryRow(_Table):
     forgotten = IntegerField(default=0)
     created_at = CharField()
     updated_at = CharField()
-    #: The topic reflection put it in (schema 6; models/topics.py), None until then.
-    topic = CharField(null=True, index=True)
 
     class Meta:
         table_name = "memories"
@@ -219,6 +217,19 @@ class MetaRow(_Table):
         table_name = "meta"
 
 
+class MemoryTopicRow(_Table):
+    """The topic reflection put a memory in (schema 6; models/topics.py). A table of its
+    own, not a column of ``memories``: a reader holding a file of an earlier schema
+    (readers never migrate) still selects every column of ``memories``."""
+
+    memory = ForeignKeyField(MemoryRow, field="memory_id", column_name="memory_id",
+                             primary_key=True, on_delete="CASCADE")
+    topic = CharField(index=True)
+
+    class Meta:
+        table_name = "memory_topics"
+
+
 class InsightRow(_Table):
     """Something reflection wants a person to see (schema 6): an unresolved conflict
     (``kind`` conflict, ``ref`` its Contradicts edge) or a proposal waiting for review
@@ -286,6 +297,7 @@ TABLES: tuple[type[Model], ...] = (
     IngestManifestRow,
     DeadLetterRow,
     MetaRow,
+    MemoryTopicRow,
     InsightRow,
     ProposalRow,
     CrystalRow,
