@@ -1,6 +1,6 @@
 """Topics: which memories are about the same thing. Rules first, then embedding clusters.
 
-A topic is a plain string kept on the memory (``topic``, shown in its JSON):
+A topic is a plain string kept beside the memory (``memory_topics``; ``topic`` in its JSON):
 
 1. **Rules.** A memory whose extractor filled an exclusive slot (``subject``,
    models/extraction.py) belongs to that slot's topic: ``subject:identity:location``,
