@@ -14,8 +14,8 @@ A fixed template, every line citing its memoryIds::
     - conflict: I live in Lisbon vs I live in Porto [m-…, m-…]
 
 Sections hold the bulletin's best items of each kind (``memory.bulletin``'s
-``max_items_per_section``; a unit is left out when its crystal is shown) and the newest
-open insights; the whole file stays within
+``max_items_per_section``; as there, a unit is left out when its crystal is shown) and
+the newest open insights; the whole file stays within
 ``memory.reflect.working_max_chars`` (lines dropped from the end of the least urgent
 section first: insights, preferences, decisions, todos, goals).
 
@@ -42,7 +42,7 @@ from typing import Any
 from .atomic import write_atomically
 from .bulletin_facts import Item
 from .schema import format_ts, parse_ts
-from .storage import bulletin_reads, insights, reflection
+from .storage import bulletin_reads, insights
 from .storage.database import OrchestratorDB
 
 FILE_NAME = "working.md"
@@ -88,13 +88,10 @@ def compose(odb: OrchestratorDB, now: datetime) -> Projection:
                                  low_confidence=limits.low_confidence, keep=lambda c: True)
     with odb.read():
         found = insights.open_insights(odb, limits.max_items_per_section)
-        # A unit whose crystal is shown is said by the crystal already.
-        covered = reflection.crystal_of(odb, [i.memory_id for i in facts.items])
     summaries = {i.memory_id: i.summary for i in facts.items}
     sections: dict[str, list[str]] = {}
     for name, memory_type in _TYPES.items():
-        items = [i for i in facts.items if i.type == memory_type and shown(i)
-                 and i.memory_id not in covered]
+        items = [i for i in facts.items if i.type == memory_type and shown(i)]
         order = (lambda i: (i.created_at, i.memory_id)) if memory_type == "Decision" else \
             (lambda i: (i.importance, i.created_at, i.memory_id))
         items.sort(key=order, reverse=True)

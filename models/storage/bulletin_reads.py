@@ -11,6 +11,7 @@ from ..contradictions import Contradiction
 from ..schema import Status
 from .database import OrchestratorDB
 from .insights import conflicts as open_conflicts
+from .reflection import crystal_of
 from .tables import META_EVENT_WATERMARK, live
 
 _COLUMNS = "memory_id, type, summary, importance, confidence, created_at"
@@ -45,6 +46,9 @@ def facts(odb: OrchestratorDB, *, take: int, low_confidence: float,
                            "AND confidence < ? ORDER BY importance DESC, created_at DESC, "
                            "memory_id LIMIT ?", (low_confidence, take)):
             rows[row[0]] = row
+        # A unit whose crystal is shown is said by the crystal already (reflection.py).
+        for unit in crystal_of(odb, list(rows)):
+            rows.pop(unit, None)
         standing = [c for c in open_conflicts(odb) if keep(c)][:take]
         conflicts = _conflicts(odb, standing)
         watermark = odb.sql("SELECT value FROM meta WHERE key = ?", (META_EVENT_WATERMARK,))

@@ -240,3 +240,12 @@ def test_working_md_shows_a_crystal_instead_of_its_units(client: MemoryClient) -
     preferences = (client.working_memory() or "").split("## Preferences\n")[1].split("##")[0]
     assert len(preferences.splitlines()) == 1 and preferences.startswith("- green tea: ")
     assert not any(unit in preferences for unit in tea)
+
+
+def test_the_bulletin_shows_a_crystal_instead_of_its_units(client: MemoryClient) -> None:
+    tea = write(client, *(memory(t, "Preference", at=f"2026-01-0{i + 1}T00:00:00Z")
+                          for i, t in enumerate(TEA)))
+    assert all(unit in client.bulletin().text for unit in tea)
+    reflect(client)
+    text = client.bulletin().text
+    assert "green tea: " in text and not any(unit in text for unit in tea)
