@@ -249,3 +249,25 @@ def test_the_bulletin_shows_a_crystal_instead_of_its_units(client: MemoryClient)
     reflect(client)
     text = client.bulletin().text
     assert "green tea: " in text and not any(unit in text for unit in tea)
+
+
+def test_an_export_leaves_crystals_out_and_the_import_compiles_them_again(
+        client: MemoryClient, tmp_path: Path, embedder: Embedder) -> None:
+    from orchmem.models.export import export_jsonl
+    from orchmem.models.importer import import_folder
+
+    tea = write(client, *(memory(t, "Preference", at=f"2026-01-0{i + 1}T00:00:00Z")
+                          for i, t in enumerate(TEA)))
+    reflect(client)
+    odb = client.databases.open(client.orchestrator_id)
+    assert odb is not None
+    manifest = export_jsonl(odb, tmp_path / "export")
+    assert manifest["crystals_left_out"] == 1 and manifest["counts"]["records"] == len(tea)
+    assert "PartOf" not in (tmp_path / "export" / "edges.jsonl").read_text()
+    elsewhere = make_settings(tmp_path / "elsewhere", client.settings.broker_url)
+    other = MemoryClient(client.orchestrator_id, elsewhere, immediate=True)
+    target = other.databases.open(other.orchestrator_id)
+    assert target is not None
+    import_folder(target, tmp_path / "export", embedder=embedder, batch_size=64)
+    assert reflect(other)["crystalsBuilt"] == 1
+    assert target.sql("SELECT count(*) FROM crystals") == [(1,)]
