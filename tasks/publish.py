@@ -36,7 +36,7 @@ from orchmem.models.storage.outbox import Outbox
 logger = logging.getLogger(__name__)
 
 #: Requests a user made, recorded in the outbox before they are published.
-DURABLE_KINDS = frozenset({"wb", "edit", "ingest", "log"})
+DURABLE_KINDS = frozenset({"wb", "edit", "ingest", "log", "review"})
 #: Retries of one publish before the broker counts as unreachable.
 RETRY_POLICY = {"max_retries": 3, "interval_start": 0.2, "interval_step": 0.5,
                 "interval_max": 1.0}

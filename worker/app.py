@@ -34,6 +34,7 @@ TASK_MODULES = (
     "orchmem.tasks.read",
     "orchmem.tasks.backups",
     "orchmem.tasks.execlog",
+    "orchmem.tasks.reflect",
 )
 
 

@@ -57,6 +57,7 @@ from .app import OrchmemCelery, create_app, create_immediate_app
 from .handles import BulletinResult, Context, WriteHandle, task_result
 from .pending import PendingWrites
 from .redis_clients import broker_client
+from .reflection_client import ReflectionMixin
 from .remote import empty_bundle, remote_recall
 from .runlog import RunLog
 
@@ -69,7 +70,7 @@ BROKER_BACKOFF_S = 5.0
 CATCH_UP_BATCH = 100
 
 
-class MemoryClient:
+class MemoryClient(ReflectionMixin):
     """The memory of one orchestrator, as that orchestrator uses it.
 
     ``settings`` default to :func:`load_settings` (``orchmem.toml`` / ``ORCHMEM_*``).
@@ -464,12 +465,14 @@ class MemoryClient:
                               source=source, warnings=warnings)
 
     def context_for(self, purpose: Purpose, query: str,
-                    bulletin: BulletinResult | None = None) -> Context:
+                    bulletin: BulletinResult | None = None, *, working: bool = False
+                    ) -> Context:
         """The bulletin and the memories relevant to ``query``, as one bounded text block.
 
         ``purpose`` is "selector" (choosing a workflow), "step" (a workflow step) or
         "diagnostics" (an investigation: more memories, with their provenance). Pass the
-        message's ``bulletin`` to avoid building it twice.
+        message's ``bulletin`` to avoid building it twice. ``working`` adds the
+        working-memory projection (working.md) as a block of its own, first.
 
         Never raises for memory's own failures (they become ``warnings``), but raises
         ``ValueError`` for any other ``purpose``: that is a bug in the caller, not a
@@ -484,6 +487,7 @@ class MemoryClient:
         bundle = self.recall(query, top_n=top_n) if top_n else empty_bundle(
             self.orchestrator_id, query, [])
         text = render_context(purpose, query, bulletin, bundle, limits.max_chars,
-                              with_sources=purpose == "diagnostics")
+                              with_sources=purpose == "diagnostics",
+                              working=self.working_memory() if working else None)
         return Context(purpose=purpose, text=text, bulletin=bulletin, bundle=bundle,
                        warnings=[*bulletin.warnings, *bundle.warnings])

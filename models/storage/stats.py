@@ -10,6 +10,7 @@ from peewee import JOIN
 
 from .database import OrchestratorDB
 from .degraded import degraded_info
+from .reflection import reflection_stats
 from .tables import (
     DeadLetterRow,
     MemoryEdgeRow,
@@ -61,6 +62,7 @@ def stats(odb: OrchestratorDB) -> dict[str, Any]:
             "walBytes": _size(odb.workspace.db_path.with_name("memory.db-wal")),
             "degraded": degraded_info(odb.workspace),
             "watermark": projection_status(odb),
+            **reflection_stats(odb),
         }
 
 

@@ -18,6 +18,7 @@ from . import (
     ops,
     portability,
     reader,
+    reflection,
     serve,
     tokens,
 )
@@ -59,5 +60,5 @@ for command in (*ops.COMMANDS, *memory.COMMANDS, *edits.COMMANDS, *portability.C
                 *durability.COMMANDS):
     main.add_command(command)
 for command in (*tokens.COMMANDS, *serve.COMMANDS, *mcpserve.COMMANDS, *reader.COMMANDS,
-                *logcmd.COMMANDS):
+                *logcmd.COMMANDS, *reflection.COMMANDS):
     main.add_command(command)

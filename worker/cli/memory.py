@@ -251,6 +251,11 @@ def stats(cli: Cli, orchestrator_id: str | None, missing_ok: bool, as_json: bool
                  f"{mark['vectors']['behindMemories']}, full text "
                  f"{mark['fts']['behindMemories']}, bulletin "
                  f"{mark['bulletin']['behindChanges']} changes")
+    if data.get("reflection"):
+        r = data["reflection"]
+        proposals = ", ".join(f"{k} {v}" for k, v in sorted(r["proposals"].items())) or "-"
+        lines.append(f"  topics {r['topics']}, crystals {r['crystals']}, proposals "
+                     f"{proposals}, last reflection {r['lastReflectAt'] or '-'}")
     if data.get("degraded"):
         lines.append(f"  DEGRADED (read-only): {data['degraded'].get('reason')}")
     emit(data, as_json, "\n".join(lines))
