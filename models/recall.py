@@ -26,6 +26,7 @@ from orchmem.config.settings import RetrievalSettings
 from . import textquery
 from .contradictions import contradicted
 from .embedding import get_embedder
+from .episodes import similar_episodes
 from .intent import favoured_types
 from .memlog import MemoryLog
 from .query_vectors import query_vectors
@@ -45,6 +46,7 @@ from .schema import (
 from .storage import fts, recall_reads, vectors
 from .storage.contradictions import contradictions
 from .storage.database import Databases, OrchestratorDB
+from .storage.watermark import recall_watermark
 from .workspace import Workspace
 
 if TYPE_CHECKING:
@@ -112,6 +114,10 @@ class RecallBundle(WireModel):
     candidates: dict[str, int]
     warnings: list[str]
     took_ms: float
+    #: With ``episodes=True``: similar past cases (models/episodes.py), best first.
+    episodes: list[dict[str, Any]] = []
+    #: The execution log's seq and how far recall's projections lag it (watermark.py).
+    watermark: dict[str, Any] = {}
 
     @property
     def memory_ids(self) -> list[str]:
@@ -159,6 +165,7 @@ def recall(
     mode: Mode = "hybrid",
     params: RetrievalSettings | None = None,
     now: datetime | None = None,
+    episodes: bool = False,
 ) -> RecallBundle:
     """The memories of ``orchestrator_id`` most relevant to ``query``.
 
@@ -166,7 +173,8 @@ def recall(
     retracted memories; ``memory_ids`` restricts the search to those memories;
     ``requester`` is the orchestrator asking (default: the same one); ``mode`` picks
     "hybrid" (default), "vector" or "text"; ``params`` overrides the orchestrator's
-    retrieval settings; ``now`` is the clock for recency.
+    retrieval settings; ``now`` is the clock for recency; ``episodes`` adds the most
+    similar past episodes. Projections lagging the log add warnings (watermark.py).
 
     Raises ScopeViolation (logged) for another orchestrator's memory, MemoryValidationError
     for a bad type or query, MemoryCorrupt / MemoryDisabled when the database cannot be
@@ -195,6 +203,9 @@ def recall(
     encoded = _embed(odb, text, warnings) if mode in ("hybrid", "vector") else None
     with odb.read():
         answer = _answer(odb, search, encoded, now or utc_now(), warnings)
+        answer["episodes"] = similar_episodes(odb, text) if episodes else []
+        answer["watermark"], lagging = recall_watermark(odb, odb.memory.log.max_projection_lag)
+        warnings += lagging
     return RecallBundle.model_construct(
         orchestrator_id=orchestrator_id, query=text, mode=mode, warnings=warnings,
         took_ms=round((time.perf_counter() - started) * 1000, 3), **answer)

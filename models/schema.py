@@ -328,6 +328,8 @@ class MemoryNode(WireModel):
     #: ISO 8601 UTC (``format_ts``), as stored.
     created_at: str
     updated_at: str
+    #: What reflection grouped it under (models/topics.py); left out of JSON until then.
+    topic: str | None = None
 
 
 class MemoryEdge(WireModel):

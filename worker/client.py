@@ -37,6 +37,7 @@ from orchmem.config import (
 from orchmem.models.bulletin import Bulletin
 from orchmem.models.context import render_context
 from orchmem.models.edits import EDIT_ADAPTER
+from orchmem.models.execlog import check_log_request
 from orchmem.models.memlog import MemoryLog
 from orchmem.models.payloads import check_writeback, with_default_sources
 from orchmem.models.recall import RecallBundle, check_scope, recall
@@ -47,6 +48,7 @@ from orchmem.models.storage.memories import get_nodes
 from orchmem.models.storage.outbox import Outbox
 from orchmem.tasks.bulletin import BULLETIN
 from orchmem.tasks.edits import EDIT
+from orchmem.tasks.execlog import LOG
 from orchmem.tasks.ingest import INGEST_SCAN
 from orchmem.tasks.publish import Envelope, envelope, publish, resend, send_envelope
 from orchmem.tasks.writeback import WRITEBACK
@@ -54,7 +56,10 @@ from orchmem.tasks.writeback import WRITEBACK
 from .app import OrchmemCelery, create_app, create_immediate_app
 from .handles import BulletinResult, Context, WriteHandle, task_result
 from .pending import PendingWrites
+from .redis_clients import broker_client
+from .reflection_client import ReflectionMixin
 from .remote import empty_bundle, remote_recall
+from .runlog import RunLog
 
 logger = logging.getLogger(__name__)
 
@@ -65,7 +70,7 @@ BROKER_BACKOFF_S = 5.0
 CATCH_UP_BATCH = 100
 
 
-class MemoryClient:
+class MemoryClient(ReflectionMixin):
     """The memory of one orchestrator, as that orchestrator uses it.
 
     ``settings`` default to :func:`load_settings` (``orchmem.toml`` / ``ORCHMEM_*``).
@@ -211,7 +216,8 @@ class MemoryClient:
         """Fail fast (1 s) on a dead broker, before Celery starts its own retries."""
         if self._redis is None:
             url = self.app.conf.broker_url
-            self._redis = redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=1)
+            self._redis = broker_client(url, self.settings, socket_connect_timeout=1,
+                                        socket_timeout=1)
         try:
             self._redis.ping()
         except redis.RedisError as exc:
@@ -346,6 +352,23 @@ class MemoryClient:
 
     # -- reads ------------------------------------------------------------------
 
+    def log_event(self, *, events: Sequence[dict[str, Any]],
+                  idempotency_key: str | None = None) -> WriteHandle:
+        """Append events to the execution log (see :mod:`orchmem.models.execlog`);
+        returns a handle at once, refused (``ok`` False, field errors) like a write-back."""
+        payload: dict[str, Any] = {"events": list(events) if isinstance(events, list | tuple)
+                                   else events}  # anything else: refused by the check
+        if idempotency_key is not None:
+            payload["idempotencyKey"] = idempotency_key
+        return self._publish(LOG, "log", payload, check=lambda p: check_log_request(
+            p, self.orchestrator_id, self.memory.log))
+
+    def run(self, name: str | None = None, *, run_id: str | None = None,
+            replay: bool = False, conversation_id: str | None = None) -> RunLog:
+        """A run of the execution log, as a context manager (see :mod:`.runlog`)."""
+        return RunLog(self, name, run_id=run_id, replay=replay,
+                      conversation_id=conversation_id)
+
     def get(self, memory_ids: Sequence[str]) -> list[MemoryNode]:
         """These memories of this orchestrator (any status), in the order asked; unknown
         ids are left out, another orchestrator's ids are denied (empty list, logged)."""
@@ -367,7 +390,7 @@ class MemoryClient:
     def recall(self, query: str, *, top_n: int | None = None,
                types: Sequence[str] | None = None, include_inactive: bool = False,
                memory_ids: Sequence[str] | None = None, orchestrator_id: str | None = None,
-               wait_for_writes: bool = True) -> RecallBundle:
+               wait_for_writes: bool = True, episodes: bool = False) -> RecallBundle:
         """The memories most relevant to ``query`` (see ``orchmem.models.recall``).
 
         Asking for another orchestrator (``orchestrator_id``) or for its memoryIds is
@@ -389,7 +412,7 @@ class MemoryClient:
                                     "committed yet; their memories may be missing")
             bundle = recall(target, query, databases=self.databases, top_n=top_n, types=types,
                             include_inactive=include_inactive, memory_ids=memory_ids,
-                            requester=self.orchestrator_id)
+                            requester=self.orchestrator_id, episodes=episodes)
         except Exception as exc:
             return empty_bundle(target, query, [*warnings, self._warn("recall", exc)])
         if warnings:
@@ -442,12 +465,14 @@ class MemoryClient:
                               source=source, warnings=warnings)
 
     def context_for(self, purpose: Purpose, query: str,
-                    bulletin: BulletinResult | None = None) -> Context:
+                    bulletin: BulletinResult | None = None, *, working: bool = False
+                    ) -> Context:
         """The bulletin and the memories relevant to ``query``, as one bounded text block.
 
         ``purpose`` is "selector" (choosing a workflow), "step" (a workflow step) or
         "diagnostics" (an investigation: more memories, with their provenance). Pass the
-        message's ``bulletin`` to avoid building it twice.
+        message's ``bulletin`` to avoid building it twice. ``working`` adds the
+        working-memory projection (working.md) as a block of its own, first.
 
         Never raises for memory's own failures (they become ``warnings``), but raises
         ``ValueError`` for any other ``purpose``: that is a bug in the caller, not a
@@ -462,6 +487,7 @@ class MemoryClient:
         bundle = self.recall(query, top_n=top_n) if top_n else empty_bundle(
             self.orchestrator_id, query, [])
         text = render_context(purpose, query, bulletin, bundle, limits.max_chars,
-                              with_sources=purpose == "diagnostics")
+                              with_sources=purpose == "diagnostics",
+                              working=self.working_memory() if working else None)
         return Context(purpose=purpose, text=text, bulletin=bulletin, bundle=bundle,
                        warnings=[*bulletin.warnings, *bundle.warnings])

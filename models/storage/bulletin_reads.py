@@ -9,8 +9,9 @@ from typing import Any
 from ..bulletin_facts import Conflict, Facts, Item
 from ..contradictions import Contradiction
 from ..schema import Status
-from .contradictions import contradictions
 from .database import OrchestratorDB
+from .insights import conflicts as open_conflicts
+from .reflection import crystal_of
 from .tables import META_EVENT_WATERMARK, live
 
 _COLUMNS = "memory_id, type, summary, importance, confidence, created_at"
@@ -32,8 +33,8 @@ def facts(odb: OrchestratorDB, *, take: int, low_confidence: float,
 
     Only the best ``take`` active memories of each type are read, and the best ``take``
     of those under ``low_confidence``, so the cost does not grow with the size of the
-    memory. Conflicts are the newest ``take`` ``Contradicts`` edges that
-    ``keep`` accepts. Raises StorageError / MemoryCorrupt when the file cannot be read.
+    memory. Conflicts are the newest ``take`` open conflict insights (storage/insights.py)
+    that ``keep`` accepts. Raises StorageError / MemoryCorrupt when the file cannot be read.
     """
     with odb.read():
         rows: dict[str, tuple[Any, ...]] = {}
@@ -45,7 +46,10 @@ def facts(odb: OrchestratorDB, *, take: int, low_confidence: float,
                            "AND confidence < ? ORDER BY importance DESC, created_at DESC, "
                            "memory_id LIMIT ?", (low_confidence, take)):
             rows[row[0]] = row
-        standing = [c for c in contradictions(odb) if keep(c)][:take]
+        # A unit whose crystal is shown is said by the crystal already (reflection.py).
+        for unit in crystal_of(odb, list(rows)):
+            rows.pop(unit, None)
+        standing = [c for c in open_conflicts(odb) if keep(c)][:take]
         conflicts = _conflicts(odb, standing)
         watermark = odb.sql("SELECT value FROM meta WHERE key = ?", (META_EVENT_WATERMARK,))
     return Facts(orchestrator_id=odb.orchestrator_id,

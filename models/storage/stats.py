@@ -10,6 +10,7 @@ from peewee import JOIN
 
 from .database import OrchestratorDB
 from .degraded import degraded_info
+from .reflection import reflection_stats
 from .tables import (
     DeadLetterRow,
     MemoryEdgeRow,
@@ -19,6 +20,7 @@ from .tables import (
     TaskReceiptRow,
     live_rows,
 )
+from .watermark import projection_status
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +61,8 @@ def stats(odb: OrchestratorDB) -> dict[str, Any]:
             "dbBytes": odb.workspace.db_path.stat().st_size,
             "walBytes": _size(odb.workspace.db_path.with_name("memory.db-wal")),
             "degraded": degraded_info(odb.workspace),
+            "watermark": projection_status(odb),
+            **reflection_stats(odb),
         }
 
 

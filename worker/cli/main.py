@@ -9,7 +9,19 @@ import click
 
 from orchmem.config import OrchmemError
 
-from . import durability, edits, mcpserve, memory, ops, portability, reader, serve, tokens
+from . import (
+    durability,
+    edits,
+    logcmd,
+    mcpserve,
+    memory,
+    ops,
+    portability,
+    reader,
+    reflection,
+    serve,
+    tokens,
+)
 from .common import Cli, fail
 
 
@@ -47,5 +59,6 @@ def main(ctx: click.Context, config: str | None, root: str | None) -> None:
 for command in (*ops.COMMANDS, *memory.COMMANDS, *edits.COMMANDS, *portability.COMMANDS,
                 *durability.COMMANDS):
     main.add_command(command)
-for command in (*tokens.COMMANDS, *serve.COMMANDS, *mcpserve.COMMANDS, *reader.COMMANDS):
+for command in (*tokens.COMMANDS, *serve.COMMANDS, *mcpserve.COMMANDS, *reader.COMMANDS,
+                *logcmd.COMMANDS, *reflection.COMMANDS):
     main.add_command(command)

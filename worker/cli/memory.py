@@ -27,6 +27,7 @@ from ..broker import broker_url
 from ..client import MemoryClient
 from ..handles import found_by
 from ..publish import publish
+from ..redis_clients import broker_client
 from ..remote import ask_reader, running_reader_serves
 from ..routing import all_queues, queue_for, shard_for
 from .common import (
@@ -182,8 +183,8 @@ def queue_depths(settings: Settings) -> dict[str, int] | str:
     import redis
 
     try:
-        client = redis.Redis.from_url(broker_url(settings), socket_timeout=2,
-                                      socket_connect_timeout=2)
+        client = broker_client(broker_url(settings), settings, socket_timeout=2,
+                               socket_connect_timeout=2)
         return {queue: int(client.llen(queue)) for queue in all_queues(settings)}
     except (OrchmemError, redis.RedisError) as exc:
         return f"unavailable ({exc})"
@@ -244,6 +245,17 @@ def stats(cli: Cli, orchestrator_id: str | None, missing_ok: bool, as_json: bool
                  f"last change {data['lastEventAt'] or '-'}")
     lines.append(f"  last bulletin {data['lastBulletinAt'] or '-'}, last ingest "
                  f"{data['lastIngestAt'] or '-'}, queue {shard_queue}: {data['queue']['depth']}")
+    mark = data["watermark"]
+    lines.append(f"  log seq {mark['log']['seq']} ({mark['log']['recordedAt'] or '-'}); behind "
+                 f"it: episodes {mark['episodes']['behindRuns']} runs, vectors "
+                 f"{mark['vectors']['behindMemories']}, full text "
+                 f"{mark['fts']['behindMemories']}, bulletin "
+                 f"{mark['bulletin']['behindChanges']} changes")
+    if data.get("reflection"):
+        r = data["reflection"]
+        proposals = ", ".join(f"{k} {v}" for k, v in sorted(r["proposals"].items())) or "-"
+        lines.append(f"  topics {r['topics']}, crystals {r['crystals']}, proposals "
+                     f"{proposals}, last reflection {r['lastReflectAt'] or '-'}")
     if data.get("degraded"):
         lines.append(f"  DEGRADED (read-only): {data['degraded'].get('reason')}")
     emit(data, as_json, "\n".join(lines))
