@@ -239,12 +239,9 @@ class WorkerSettings(_Section):
     #: queue depths. Several workers on one host need different ports (``--metrics-port``).
     metrics_port: int = Field(0, ge=0, le=65_535)
     metrics_address: str = "127.0.0.1"
-    #: Write-backs (and any task declared ``batchable``) waiting together in a shard's
-    #: queue are applied as one batch of at most this many: one embedding call, one
-    #: commit holding every task's receipt. 1 = one task at a time (batching off).
+    #: Waiting write-backs applied as one batch, at most this many (1 = off; README).
     batch_max: int = Field(64, ge=1, le=1000)
-    #: After a worker was killed, a redelivered message waits this long for the others
-    #: the broker gives back, so that they run in publish order.
+    #: After a kill, redelivered messages wait this long to be put back in order.
     redelivery_wait_ms: int = Field(200, ge=0, le=10_000)
 
 
