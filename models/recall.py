@@ -30,6 +30,7 @@ from .intent import favoured_types
 from .memlog import MemoryLog
 from .query_vectors import query_vectors
 from .ranking import Features, Ranked, fuse
+from .restricted_reads import audit_restricted_read
 from .schema import (
     MemoryEdge,
     MemoryNode,
@@ -45,6 +46,7 @@ from .schema import (
 from .storage import fts, recall_reads, vectors
 from .storage.contradictions import contradictions
 from .storage.database import Databases, OrchestratorDB
+from .storage.visibility import DEFAULT_VIEW, View, make_view
 from .workspace import Workspace
 
 if TYPE_CHECKING:
@@ -159,6 +161,8 @@ def recall(
     mode: Mode = "hybrid",
     params: RetrievalSettings | None = None,
     now: datetime | None = None,
+    view: View = DEFAULT_VIEW,
+    purpose: str | None = None,
 ) -> RecallBundle:
     """The memories of ``orchestrator_id`` most relevant to ``query``.
 
@@ -166,7 +170,9 @@ def recall(
     retracted memories; ``memory_ids`` restricts the search to those memories;
     ``requester`` is the orchestrator asking (default: the same one); ``mode`` picks
     "hybrid" (default), "vector" or "text"; ``params`` overrides the orchestrator's
-    retrieval settings; ``now`` is the clock for recency.
+    retrieval settings; ``now`` is the clock for recency. ``view`` (storage/visibility.py)
+    says which scopes, tags and sensitivities the request sees; a view that includes
+    restricted memories needs a ``purpose``, and the read is audited (governance.py).
 
     Raises ScopeViolation (logged) for another orchestrator's memory, MemoryValidationError
     for a bad type or query, MemoryCorrupt / MemoryDisabled when the database cannot be
@@ -176,6 +182,8 @@ def recall(
     if not isinstance(query, str):
         raise MemoryValidationError(f"query must be a string, got {type(query).__name__}")
     check_scope(databases, orchestrator_id, requester, memory_ids)
+    if view.include_restricted:
+        make_view(include_restricted=True, purpose=purpose)  # raises without a purpose
     type_values = _check_types(types)
     odb = databases.open(orchestrator_id, create=False)
     text = textquery.clean_text(query)
@@ -188,13 +196,17 @@ def recall(
     if not text.strip():
         return _empty(orchestrator_id, text, mode, started, "empty query")
     search = _Search(text=text, mode=mode, params=params, limit=limit, types=type_values,
-                     within=memory_ids, statuses=[s.value for s in Status] if include_inactive
+                     within=memory_ids, view=view,
+                     statuses=[s.value for s in Status] if include_inactive
                      else [Status.ACTIVE.value])
     warnings: list[str] = []
     # The model runs before the snapshot opens: no read transaction waits on it.
     encoded = _embed(odb, text, warnings) if mode in ("hybrid", "vector") else None
     with odb.read():
         answer = _answer(odb, search, encoded, now or utc_now(), warnings)
+    if view.include_restricted:
+        audit_restricted_read(odb, answer["nodes"], requester or orchestrator_id,
+                              str(purpose), text)
     return RecallBundle.model_construct(
         orchestrator_id=orchestrator_id, query=text, mode=mode, warnings=warnings,
         took_ms=round((time.perf_counter() - started) * 1000, 3), **answer)
@@ -209,6 +221,7 @@ class _Search:
     statuses: list[str]
     types: list[str] | None
     within: Sequence[str] | None
+    view: View = DEFAULT_VIEW
 
 
 def _check_types(types: Sequence[str] | None) -> list[str] | None:
@@ -243,7 +256,8 @@ def _answer(odb: OrchestratorDB, search: _Search, encoded: tuple[np.ndarray, str
             now: datetime, warnings: list[str]) -> dict[str, Any]:
     """Search, rank and assemble; the caller holds one read snapshot around all of it."""
     text_hits = (fts.search(odb, search.text, limit=search.params.top_k_text,
-                            statuses=search.statuses, types=search.types, within=search.within)
+                            statuses=search.statuses, types=search.types, within=search.within,
+                            view=search.view)
                  if search.mode in ("hybrid", "text") else [])
     vector_hits: list[vectors.VectorHit] = []
     vector_available = encoded is not None
@@ -293,7 +307,7 @@ def _vector_side(odb: OrchestratorDB, encoded: tuple[np.ndarray, str], search: _
     query_vector, version = encoded
 
     def keep(ids: list[str]) -> set[str]:
-        return recall_reads.passing(odb, ids, search.statuses, search.types)
+        return recall_reads.passing(odb, ids, search.statuses, search.types, search.view)
 
     hits, total = vectors.search(odb, query_vector, embedder=version,
                                  limit=search.params.top_k_vector, keep=keep,

@@ -12,6 +12,7 @@ from orchmem.models.embedding import Embedder
 from orchmem.models.reembed import reembed_batch
 from orchmem.models.schema import EdgeInput, MemoryInput, MemoryType, validate
 from orchmem.models.storage.database import OrchestratorDB
+from orchmem.models.storage.steps_governance import COLUMNS as GOVERNANCE_COLUMNS
 from orchmem.models.writeback import write_memories
 
 #: One source of each type (the ingest one gets its path in the workspace).
@@ -78,6 +79,8 @@ def as_schema_1(path: Path) -> None:
     """Turn a current memory.db back into the file release 89b6483 (schema 1) wrote
     (test_migrations.py checks that stand-in against tests/data/memory_db_schema_v1.json)."""
     with sqlite3.connect(path) as conn:
+        for column, _ in reversed(GOVERNANCE_COLUMNS):  # schema 3
+            conn.execute(f'ALTER TABLE memories DROP COLUMN "{column}"')
         conn.execute("DROP TABLE memory_event_ids")
         conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
     conn.close()

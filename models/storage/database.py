@@ -42,6 +42,7 @@ from ..workspace import Workspace
 from .degraded import check_not_degraded, degraded_info
 from .integrity import check_not_disabled, verify
 from .migrations import migrate
+from .steps_governance import reader_view
 from .tables import (
     TABLES,
     MetaRow,
@@ -276,6 +277,9 @@ class Databases:
                 # `orchmem migrate` retries (degraded.py).
                 if not self.readonly and degraded_info(workspace) is None:
                     migrate(odb)
+                # A file still older than schema 3 (a reader's, or a degraded one) reads
+                # through a view with the governance defaults (steps_governance.py).
+                reader_view(odb)
             except BaseException:
                 odb.close()  # a connection left open would pin SQLite's view of the file
                 raise

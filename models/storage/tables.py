@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from peewee import (
+    SQL,
     AutoField,
     BlobField,
     CharField,
@@ -30,7 +31,7 @@ from playhouse.shortcuts import ThreadSafeDatabaseMetadata
 #: In meta. A file with a newer version is refused at open (integrity.py); an older one
 #: is brought up to this version by the numbered steps of migrations.py when a writer
 #: opens it. A DDL change here needs a new step there.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 #: Porter stemming over unicode61 with diacritics folded: "café" matches "cafe",
 #: "running" matches "run".
@@ -69,6 +70,15 @@ class MemoryRow(_Table):
     forgotten = IntegerField(default=0)
     created_at = CharField()
     updated_at = CharField()
+    # -- governance (schema 3, steps_governance.py): the DEFAULTs are in the DDL so that
+    # ALTER TABLE ADD COLUMN gives a migrated file the same text as a new one.
+    tier = CharField(constraints=[SQL("DEFAULT 'semantic'")])
+    scope = CharField(constraints=[SQL("DEFAULT 'global'")])
+    session_id = CharField(null=True)
+    project_id = CharField(null=True)
+    sensitivity = CharField(constraints=[SQL("DEFAULT 'internal'")])
+    tags = TextField(constraints=[SQL("DEFAULT '[]'")])  # JSON list
+    metadata = TextField(constraints=[SQL("DEFAULT '{}'")])  # JSON object
 
     class Meta:
         table_name = "memories"

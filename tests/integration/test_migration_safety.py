@@ -94,7 +94,7 @@ def test_a_v1_file_migrates_with_everything_intact_and_recall_finds_the_same(
     again = Databases(legacy["settings"]).open(ORCH)  # re-running: a no-op
     assert again is not None and len(list_backups(legacy["workspace"])) == 1
     migrated = [r for r in read_log(odb.workspace.log_path) if r["event"] == "schema_migrated"]
-    assert [(r["version"], r["fromVersion"]) for r in migrated] == [(2, 1)]
+    assert [(r["version"], r["fromVersion"]) for r in migrated] == [(2, 1), (3, 1)]
 
 
 def fails_after_its_ddl(odb: OrchestratorDB) -> None:
@@ -135,7 +135,7 @@ def test_a_failed_migration_restores_the_file_and_degrades_to_read_only(
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["orchestrators"][ORCH]["status"] == "migrated"
     odb = Databases(legacy["settings"]).open(ORCH)
-    assert odb is not None and odb.meta("schema_version") == "2"
+    assert odb is not None and odb.meta("schema_version") == str(SCHEMA_VERSION)
     write_memories(odb, key="w1", task="t", memories=[memory])
     assert stats(odb)["degraded"] is None
 
@@ -146,7 +146,7 @@ def test_migrate_dry_run_and_all(legacy: Any) -> None:
     result = runner.invoke(main, ["--root", root, "migrate", "--all", "--dry-run", "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["orchestrators"][ORCH] == {
-        "status": "would migrate", "schemaVersion": 1, "steps": [2]}
+        "status": "would migrate", "schemaVersion": 1, "steps": [2, 3]}
     assert list_backups(legacy["workspace"]) == []
     result = runner.invoke(main, ["--root", root, "migrate", "--all", "--json"])
     assert json.loads(result.output)["orchestrators"][ORCH]["status"] == "migrated"

@@ -27,6 +27,7 @@ from orchmem.models.schema import MemoryInput, validate
 from orchmem.models.storage import memories
 from orchmem.models.storage.database import Databases, OrchestratorDB
 from orchmem.models.storage.migrations import MIGRATIONS
+from orchmem.models.storage.steps_governance import COLUMNS as GOVERNANCE_COLUMNS
 from orchmem.models.storage.tables import SCHEMA_VERSION
 from orchmem.models.writeback import write_memories
 
@@ -60,6 +61,8 @@ def seed(odb: OrchestratorDB) -> dict[str, str]:
 def as_schema_1(path: Path) -> None:
     """Turn ``path`` back into the file the previous release would have written."""
     with sqlite3.connect(path) as conn:
+        for column, _ in reversed(GOVERNANCE_COLUMNS):  # schema 3
+            conn.execute(f'ALTER TABLE memories DROP COLUMN "{column}"')
         conn.execute("DROP TABLE memory_event_ids")
         conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
     conn.close()
@@ -123,18 +126,18 @@ def test_a_schema_1_file_is_migrated_once_by_a_writer_and_answers_the_same(
     registry, path = legacy["registry"], legacy["path"]
     ids, before = legacy["ids"], legacy["answers"]
     odb = registry().open(ORCH)
-    assert odb.meta("schema_version") == str(SCHEMA_VERSION) == "2"
+    assert odb.meta("schema_version") == str(SCHEMA_VERSION) == "3"
     indexed, named = pairs(path)
     assert indexed == named and len(named) > len(ids)  # some events name two memories
     assert answers(odb, ids) == before
     log = [r for r in read_log(odb.workspace.log_path) if r["event"] == "schema_migrated"]
-    assert [r["version"] for r in log] == [2]
+    assert [r["version"] for r in log] == [2, 3]
 
     odb.close()
     again = registry().open(ORCH)
-    assert pairs(path)[0] == indexed and again.meta("schema_version") == "2"
+    assert pairs(path)[0] == indexed and again.meta("schema_version") == "3"
     assert len([r for r in read_log(odb.workspace.log_path)
-                if r["event"] == "schema_migrated"]) == 1
+                if r["event"] == "schema_migrated"]) == 2  # once: steps 2 and 3
     fresh = registry().workspace("fresh-one")
     registry().open("fresh-one")
     assert schema(path) == schema(fresh.db_path)  # migrated = created by this release
