@@ -63,7 +63,7 @@ def tier_of(memory_type: str, tier: Tier | str | None) -> Tier:
     return Tier(tier) if tier is not None else TIER_OF_TYPE[memory_type]
 
 
-def _check_tags(values: list[str]) -> list[str]:
+def check_tags(values: list[str]) -> list[str]:
     out: list[str] = []
     for value in values:
         if _TAG.fullmatch(value) is None:
@@ -74,7 +74,7 @@ def _check_tags(values: list[str]) -> list[str]:
     return out
 
 
-def _check_metadata(value: dict[str, Any]) -> dict[str, Any]:
+def check_metadata(value: dict[str, Any]) -> dict[str, Any]:
     try:
         text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:
@@ -86,8 +86,8 @@ def _check_metadata(value: dict[str, Any]) -> dict[str, Any]:
 
 
 Tag = Annotated[str, Field(strict=True, min_length=1, max_length=MAX_TAG_CHARS)]
-Tags = Annotated[list[Tag], Field(max_length=MAX_TAGS), AfterValidator(_check_tags)]
-Metadata = Annotated[dict[str, Any], AfterValidator(_check_metadata)]
+Tags = Annotated[list[Tag], Field(max_length=MAX_TAGS), AfterValidator(check_tags)]
+Metadata = Annotated[dict[str, Any], AfterValidator(check_metadata)]
 
 
 def scope_error(scope: Scope, session_id: str | None, project_id: str | None) -> str | None:
@@ -108,5 +108,5 @@ def metadata_json(metadata: dict[str, Any]) -> str:
 
 
 __all__ = ["MAX_METADATA_BYTES", "MAX_TAGS", "TIER_OF_TYPE", "Metadata", "Scope",
-           "Sensitivity", "Tags", "Tier", "metadata_json", "scope_error", "tags_json",
-           "tier_of"]
+           "Sensitivity", "Tags", "Tier", "check_metadata", "check_tags", "metadata_json",
+           "scope_error", "tags_json", "tier_of"]

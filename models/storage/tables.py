@@ -72,13 +72,13 @@ class MemoryRow(_Table):
     updated_at = CharField()
     # -- governance (schema 3, steps_governance.py): the DEFAULTs are in the DDL so that
     # ALTER TABLE ADD COLUMN gives a migrated file the same text as a new one.
-    tier = CharField(constraints=[SQL("DEFAULT 'semantic'")])
-    scope = CharField(constraints=[SQL("DEFAULT 'global'")])
+    tier = CharField(default="semantic", constraints=[SQL("DEFAULT 'semantic'")])
+    scope = CharField(default="global", constraints=[SQL("DEFAULT 'global'")])
     session_id = CharField(null=True)
     project_id = CharField(null=True)
-    sensitivity = CharField(constraints=[SQL("DEFAULT 'internal'")])
-    tags = TextField(constraints=[SQL("DEFAULT '[]'")])  # JSON list
-    metadata = TextField(constraints=[SQL("DEFAULT '{}'")])  # JSON object
+    sensitivity = CharField(default="internal", constraints=[SQL("DEFAULT 'internal'")])
+    tags = TextField(default="[]", constraints=[SQL("DEFAULT '[]'")])  # JSON list
+    metadata = TextField(default="{}", constraints=[SQL("DEFAULT '{}'")])  # JSON object
 
     class Meta:
         table_name = "memories"
