@@ -36,6 +36,7 @@ from orchmem.config import (
 )
 from orchmem.models.bulletin import Bulletin
 from orchmem.models.context import render_context
+from orchmem.models.context_budget import relevant_memory, within_budget
 from orchmem.models.edits import EDIT_ADAPTER
 from orchmem.models.memlog import MemoryLog
 from orchmem.models.payloads import check_writeback, with_default_sources
@@ -45,6 +46,7 @@ from orchmem.models.storage import receipts
 from orchmem.models.storage.database import Databases
 from orchmem.models.storage.memories import get_nodes
 from orchmem.models.storage.outbox import Outbox
+from orchmem.models.storage.visibility import DEFAULT_VIEW, View, make_view
 from orchmem.tasks.bulletin import BULLETIN
 from orchmem.tasks.edits import EDIT
 from orchmem.tasks.ingest import INGEST_SCAN
@@ -52,6 +54,7 @@ from orchmem.tasks.publish import Envelope, envelope, publish, resend, send_enve
 from orchmem.tasks.writeback import WRITEBACK
 
 from .app import OrchmemCelery, create_app, create_immediate_app
+from .client_governance import GovernanceCalls
 from .handles import BulletinResult, Context, WriteHandle, task_result
 from .pending import PendingWrites
 from .remote import empty_bundle, remote_recall
@@ -65,7 +68,7 @@ BROKER_BACKOFF_S = 5.0
 CATCH_UP_BATCH = 100
 
 
-class MemoryClient:
+class MemoryClient(GovernanceCalls):
     """The memory of one orchestrator, as that orchestrator uses it.
 
     ``settings`` default to :func:`load_settings` (``orchmem.toml`` / ``ORCHMEM_*``).
@@ -367,17 +370,26 @@ class MemoryClient:
     def recall(self, query: str, *, top_n: int | None = None,
                types: Sequence[str] | None = None, include_inactive: bool = False,
                memory_ids: Sequence[str] | None = None, orchestrator_id: str | None = None,
-               wait_for_writes: bool = True) -> RecallBundle:
+               wait_for_writes: bool = True, session_id: str | None = None,
+               project_id: str | None = None, tags: Sequence[str] | None = None,
+               include_restricted: bool = False, purpose: str | None = None,
+               view: View | None = None) -> RecallBundle:
         """The memories most relevant to ``query`` (see ``orchmem.models.recall``).
 
         Asking for another orchestrator (``orchestrator_id``) or for its memoryIds is
-        denied and logged: the bundle is empty and says so in ``warnings``.
+        denied and logged: the bundle is empty and says so in ``warnings``. A request
+        that names a ``session_id`` and/or ``project_id`` sees global memories and its
+        own; ``tags`` keeps those with every tag; restricted memories come back only with
+        ``include_restricted=True`` and a ``purpose`` (audited). A restricted read
+        without a purpose raises MemoryValidationError (a bug in the caller).
         """
+        view = view or make_view(session_id, project_id, list(tags or ()), include_restricted,
+                                 purpose)
         target = orchestrator_id or self.orchestrator_id
         warnings: list[str] = []
         if not self.memory.enabled:
             return empty_bundle(target, query, ["memory is disabled (memory.enabled = false)"])
-        if self.remote and target == self.orchestrator_id:
+        if self.remote and target == self.orchestrator_id and view == DEFAULT_VIEW:
             return remote_recall(self, query, top_n=top_n, types=types, memory_ids=memory_ids,
                                  include_inactive=include_inactive,
                                  wait_for_writes=wait_for_writes)
@@ -389,22 +401,30 @@ class MemoryClient:
                                     "committed yet; their memories may be missing")
             bundle = recall(target, query, databases=self.databases, top_n=top_n, types=types,
                             include_inactive=include_inactive, memory_ids=memory_ids,
-                            requester=self.orchestrator_id)
+                            requester=self.orchestrator_id, view=view, purpose=purpose)
         except Exception as exc:
             return empty_bundle(target, query, [*warnings, self._warn("recall", exc)])
         if warnings:
             bundle = bundle.model_copy(update={"warnings": [*bundle.warnings, *warnings]})
         return bundle
 
-    def bulletin(self, timeout: float | None = None) -> BulletinResult:
+    def bulletin(self, timeout: float | None = None, *, session_id: str | None = None,
+                 project_id: str | None = None) -> BulletinResult:
         """The bulletin for this message, built by the worker (after this client's earlier
-        writes, which precede it on the same queue).
+        writes, which precede it on the same queue). Naming a ``session_id`` and/or
+        ``project_id`` builds it here instead, from global memories and that session's
+        and project's (never restricted ones).
 
         Falls back to the last snapshot (``bulletins/latest.json``), or an empty bulletin,
         when the worker does not answer within ``memory.bulletin.timeout_s``.
         """
         if not self.memory.enabled:
             return self._fallback(["memory is disabled (memory.enabled = false)"])
+        if session_id is not None or project_id is not None:
+            try:
+                return self.scoped_bulletin(make_view(session_id, project_id))
+            except Exception as exc:
+                return self._fallback([self._warn("bulletin", exc)])
         limit = self.memory.bulletin.timeout_s if timeout is None else timeout
         # The request expires when this caller stops waiting: a worker behind a backlog
         # skips it instead of building a bulletin nobody reads.
@@ -442,7 +462,9 @@ class MemoryClient:
                               source=source, warnings=warnings)
 
     def context_for(self, purpose: Purpose, query: str,
-                    bulletin: BulletinResult | None = None) -> Context:
+                    bulletin: BulletinResult | None = None, *, session_id: str | None = None,
+                    project_id: str | None = None, format: str = "orchmem",
+                    max_chars: int | None = None, max_tokens: int | None = None) -> Context:
         """The bulletin and the memories relevant to ``query``, as one bounded text block.
 
         ``purpose`` is "selector" (choosing a workflow), "step" (a workflow step) or
@@ -458,10 +480,17 @@ class MemoryClient:
                  "diagnostics": limits.diagnostics_top_n}.get(purpose)
         if top_n is None:
             raise ValueError(f"purpose must be selector, step or diagnostics, not {purpose!r}")
-        bulletin = bulletin or self.bulletin()
-        bundle = self.recall(query, top_n=top_n) if top_n else empty_bundle(
+        if format not in ("orchmem", "relevant-memory"):
+            raise ValueError(f"format must be orchmem or relevant-memory, not {format!r}")
+        view = make_view(session_id, project_id)  # never restricted (storage/visibility.py)
+        bulletin = bulletin or (self.bulletin(session_id=session_id, project_id=project_id)
+                                if format == "orchmem" else BulletinResult({}, "", "empty"))
+        bundle = self.recall(query, top_n=top_n, view=view) if top_n else empty_bundle(
             self.orchestrator_id, query, [])
-        text = render_context(purpose, query, bulletin, bundle, limits.max_chars,
-                              with_sources=purpose == "diagnostics")
+        budget = min(max_chars or limits.max_chars, limits.max_chars)
+        text = within_budget(relevant_memory(bundle), budget, max_tokens) \
+            if format == "relevant-memory" else within_budget(render_context(
+                purpose, query, bulletin, bundle, budget,
+                with_sources=purpose == "diagnostics").split("\n"), budget, max_tokens)
         return Context(purpose=purpose, text=text, bulletin=bulletin, bundle=bundle,
                        warnings=[*bulletin.warnings, *bundle.warnings])
