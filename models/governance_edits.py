@@ -40,12 +40,11 @@ from .schema import (
     WireModel,
     check_timestamp,
     format_ts,
-    utc_now,
 )
 from .storage.events import add_event
+from .storage.governed import mark_retracted, set_fields, stored_fields
 from .storage.memories import StoredMemory
 from .storage.selection import Selector
-from .storage.tables import MemoryRow
 from .workspace import Workspace
 
 Reason = Annotated[str, Field(strict=True, min_length=1, max_length=500)]
@@ -165,18 +164,18 @@ class ForgetPolicy(_GovernanceEdit):
 def apply_patch(stored: StoredMemory, edit: Patch, key: str) -> dict[str, Any]:
     """Patch ``stored`` in place and audit the fields' before and after (inside a write
     transaction). Raises MemoryValidationError when the result has an incomplete scope."""
-    row = MemoryRow.get(MemoryRow.memory_id == stored.memory_id)
     changes = edit.changes()
-    scope = Scope(changes.get("scope", row.scope))
-    problem = scope_error(scope, changes.get("session_id", row.session_id),
-                          changes.get("project_id", row.project_id))
+    row = stored_fields(stored.memory_id, sorted({*changes, "scope", "session_id",
+                                                   "project_id"}))
+    scope = Scope(changes.get("scope", row["scope"]))
+    problem = scope_error(scope, changes.get("session_id", row["session_id"]),
+                          changes.get("project_id", row["project_id"]))
     if problem:
         raise MemoryValidationError(f"scope: {problem}", [{"path": "scope", "message": problem}])
     if "tier" in changes:
-        changes["tier"] = tier_of(row.type, changes["tier"]).value
-    before = {name: getattr(row, name) for name in changes}
-    (MemoryRow.update(**changes, updated_at=format_ts(utc_now()))
-     .where(MemoryRow.memory_id == stored.memory_id).execute())
+        changes["tier"] = tier_of(row["type"], changes["tier"]).value
+    before = {name: row[name] for name in changes}
+    set_fields(stored.memory_id, changes)
     add_event("patch", [stored.memory_id], before=before, after=changes, reason=edit.reason,
               actor=edit.actor, key=key)
     return {"memoryIds": [stored.memory_id], "fields": sorted(changes)}
@@ -184,8 +183,7 @@ def apply_patch(stored: StoredMemory, edit: Patch, key: str) -> dict[str, Any]:
 
 def apply_invalidate(stored: StoredMemory, edit: Invalidate, key: str) -> dict[str, Any]:
     """Mark ``stored`` wrong: retracted, audited as ``invalidate`` with its reason."""
-    (MemoryRow.update(status=Status.RETRACTED.value, updated_at=format_ts(utc_now()))
-     .where(MemoryRow.memory_id == stored.memory_id).execute())
+    mark_retracted(stored.memory_id)
     add_event("invalidate", [stored.memory_id], before={"status": stored.status},
               after={"status": Status.RETRACTED.value, "invalidated": True},
               reason=edit.reason, actor=edit.actor, key=key)

@@ -170,9 +170,8 @@ def recall(
     retracted memories; ``memory_ids`` restricts the search to those memories;
     ``requester`` is the orchestrator asking (default: the same one); ``mode`` picks
     "hybrid" (default), "vector" or "text"; ``params`` overrides the orchestrator's
-    retrieval settings; ``now`` is the clock for recency. ``view`` (storage/visibility.py)
-    says which scopes, tags and sensitivities the request sees; a view that includes
-    restricted memories needs a ``purpose``, and the read is audited (governance.py).
+    retrieval settings; ``now`` is the clock for recency; ``view`` what the request sees
+    (storage/visibility.py: a restricted read needs a ``purpose`` and is audited).
 
     Raises ScopeViolation (logged) for another orchestrator's memory, MemoryValidationError
     for a bad type or query, MemoryCorrupt / MemoryDisabled when the database cannot be
@@ -182,8 +181,7 @@ def recall(
     if not isinstance(query, str):
         raise MemoryValidationError(f"query must be a string, got {type(query).__name__}")
     check_scope(databases, orchestrator_id, requester, memory_ids)
-    if view.include_restricted:
-        make_view(include_restricted=True, purpose=purpose)  # raises without a purpose
+    make_view(include_restricted=view.include_restricted, purpose=purpose)  # the purpose
     type_values = _check_types(types)
     odb = databases.open(orchestrator_id, create=False)
     text = textquery.clean_text(query)

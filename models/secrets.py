@@ -35,9 +35,13 @@ def luhn_ok(digits: str) -> bool:
     return total % 10 == 0
 
 
+#: Issuer prefixes of payment cards: Visa, Mastercard, Amex, Diners, Discover, JCB, UnionPay.
+_ISSUER = re.compile(r"^(?:4|5[1-5]|2[2-7]|3[47]|3[068]|6|35)")
+
+
 def _card(match: re.Match[str]) -> bool:
     digits = re.sub(r"[ -]", "", match.group(0))
-    return len(set(digits)) > 2 and luhn_ok(digits)
+    return _ISSUER.match(digits) is not None and len(set(digits)) > 1 and luhn_ok(digits)
 
 
 def _random_looking(value: str) -> bool:
@@ -92,7 +96,7 @@ _RULES = (
         r"\s*(?:is|[:=])\s*[\"'`]?(?P<value>[A-Za-z0-9_\-./+=]{16,})"), _assignment),
     Rule("password_stated", re.compile(
         r"(?i)\b(?:password|passphrase|passwd|pwd|passcode)(?:\s+(?:for|to|of|on)\s+"
-        r"[\w.@-]+(?:\s[\w.@-]+)?)?\s*(?P<sep>is|was|:|=)\s*(?P<quote>[\"'\u201c\u2018`])?"
+        r"[\w.@-]+(?:\s[\w.@-]+){0,2})?\s*(?P<sep>is|was|:|=)\s*(?P<quote>[\"'\u201c\u2018`])?"
         r"(?P<value>[^\s\"'\u201d\u2019`]+)"), _password),
     Rule("url_credentials", re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s:/@]+:[^\s:/@]{3,}@[\w.-]+")),
     Rule("payment_card", re.compile(r"(?<![\d-])\d(?:[ -]?\d){12,18}(?![\d-])"), _card),
