@@ -48,5 +48,7 @@ class GovernanceSettings(BaseModel):
         default_factory=lambda: list(SECRET_RULES))
     #: Retention, applied by the beat job ``retention`` (first matching rule wins).
     retention: list[RetentionRule] = Field(default_factory=_default_rules)
-    #: Turn the retention beat job off (the rules still apply to ``orchmem retention``).
+    #: Turn the retention beat job off for an orchestrator.
     retention_enabled: bool = True
+    #: How often beat runs the retention job (0: never). Read from the global settings.
+    retention_interval_s: int = Field(24 * 3600, ge=0)

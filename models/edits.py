@@ -178,8 +178,8 @@ def _governance(odb: OrchestratorDB, edit: Patch | Invalidate | ForgetPolicy,
 
 
 def _forget_policy(odb: OrchestratorDB, edit: ForgetPolicy, key: str) -> dict[str, Any]:
-    """Forget what ``edit``'s selector matches, one ``forget`` per memory, then one
-    ``forget_policy`` event naming them all; a dry run only lists them."""
+    """Forget what ``edit``'s selector matches, one ``forget`` (and its audit event) per
+    memory; a dry run only lists them."""
     for position, memory_id in enumerate(edit.memory_ids):
         check_memory_id(memory_id, odb.orchestrator_id, where=f"memoryIds.{position}")
     ids = select(odb, edit.selector(odb.workspace), hard=edit.hard)
@@ -194,8 +194,8 @@ def _forget_policy(odb: OrchestratorDB, edit: ForgetPolicy, key: str) -> dict[st
                                   actor=edit.actor), key)
         erased["deadLetters"] += one.get("erased", {}).get("deadLetters", 0)
         erased["files"] += one.get("erased", {}).get("files", [])
-    add_event("forget_policy", ids, after={"count": len(ids), "hard": edit.hard},
-              reason=None, actor=edit.actor, key=key)
+    # each memory's forget is its own audit event; memory.log gets the policy's count
+    odb.log.write("forget_policy", count=len(ids), hard=edit.hard, actor=edit.actor, key=key)
     return {**result, **({"erased": erased} if edit.hard else {})}
 
 

@@ -12,6 +12,8 @@ the same queue, behind any write already waiting. Jobs:
   a WAL checkpoint (Celery results in Redis expire by themselves, ``result_ttl_s``);
 - ``bulletin``: a fresh bulletin where memory changed since the last snapshot;
 - ``backup``: a backup into ``memory/backups/`` and the retention (tasks/backups.py);
+- ``retention``: forget what ``memory.governance.retention`` says is too old
+  (tasks/retention.py);
 - ``outbox``: prune outbox entries whose receipt exists, re-publish the others once
   they are older than ``beat.outbox_republish_after_s`` (models/outbox.py).
 """
@@ -46,6 +48,7 @@ from .base import MemoryTask
 from .bulletin import BULLETIN
 from .ingest import INGEST_SCAN
 from .publish import envelope, follow_up_key, resend, send_envelope
+from .retention import RETENTION
 
 logger = logging.getLogger(__name__)
 
@@ -111,7 +114,7 @@ INTEGRITY = "orchmem.integrity_check"
 GC = "orchmem.gc"
 OUTBOX = "orchmem.outbox_reconcile"
 DEADLETTER_RETRY = "orchmem.deadletter_retry"
-JOBS = ("reembed", "ingest", "integrity", "gc", "bulletin", "outbox", "backup")
+JOBS = ("reembed", "ingest", "integrity", "gc", "bulletin", "outbox", "backup", "retention")
 
 
 def _queue_of(task: MemoryTask, kwargs: dict[str, Any]) -> str:
@@ -129,6 +132,8 @@ def _due(task: MemoryTask, job: str, orchestrator_id: str) -> bool:
             entry.is_file() for entry in workspace.ingest_dir.iterdir())
     if job in ("integrity", "gc", "backup"):
         return workspace.db_path.exists()
+    if job == "retention":  # issue 16 (tasks/retention.py)
+        return memory.governance.retention_enabled and workspace.db_path.exists()
     if job == "outbox":
         return workspace.outbox_path.exists()
     odb = task.databases.open(orchestrator_id, create=False)
@@ -150,7 +155,7 @@ def fanout(self: MemoryTask, shard: int, job: str) -> dict[str, Any]:
     if job not in JOBS:
         raise MemoryValidationError(f"job must be one of {', '.join(JOBS)}, got {job!r}")
     names = {"reembed": REEMBED, "ingest": INGEST_SCAN, "integrity": INTEGRITY, "gc": GC,
-             "bulletin": BULLETIN, "outbox": OUTBOX, "backup": BACKUP}
+             "bulletin": BULLETIN, "outbox": OUTBOX, "backup": BACKUP, "retention": RETENTION}
     mine = _queue_of(self, {"shard": shard})
     stamp = format_ts(utc_now())
     published, skipped = [], {}

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from peewee import SQL
+
 from ..governance import Scope, Sensitivity, Tier, metadata_json, tags_json, tier_of
 from ..schema import (
     CapturedBy,
@@ -35,6 +37,7 @@ from .tables import (
     MemorySourceRow,
     live_rows,
 )
+from .visibility import DEFAULT_VIEW, View
 
 logger = logging.getLogger(__name__)
 
@@ -313,10 +316,12 @@ def governance_fields(tier: str, scope: str, session_id: str | None, project_id:
 
 def list_memories(odb: OrchestratorDB, *, status: Status | None = Status.ACTIVE,
                   types: Sequence[str] | None = None, limit: int = 100,
-                  offset: int = 0) -> list[MemoryNode]:
-    """Memories newest first, filtered by status (None = any) and types."""
+                  offset: int = 0, view: View = DEFAULT_VIEW) -> list[MemoryNode]:
+    """Memories newest first, filtered by status (None = any), types and ``view``
+    (scope, sensitivity, tags: storage/visibility.py)."""
+    seen, seen_params = view.sql()
     with odb.read():
-        query = MemoryRow.select().where(live_rows())
+        query = MemoryRow.select().where(live_rows(), SQL(seen, seen_params))
         if status is not None:
             query = query.where(MemoryRow.status == status.value)
         if types:

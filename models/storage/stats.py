@@ -8,8 +8,11 @@ from typing import Any
 
 from peewee import JOIN
 
+from ..governance import Scope, Sensitivity, Tier
 from .database import OrchestratorDB
 from .degraded import degraded_info
+from .retention_reads import last_run
+from .selection import count_by
 from .tables import (
     DeadLetterRow,
     MemoryEdgeRow,
@@ -59,7 +62,16 @@ def stats(odb: OrchestratorDB) -> dict[str, Any]:
             "dbBytes": odb.workspace.db_path.stat().st_size,
             "walBytes": _size(odb.workspace.db_path.with_name("memory.db-wal")),
             "degraded": degraded_info(odb.workspace),
+            "governance": governance_counts(odb),
         }
+
+
+def governance_counts(odb: OrchestratorDB) -> dict[str, Any]:
+    """Live memories by tier, scope and sensitivity, and the last retention run."""
+    return {"byTier": count_by(odb, "tier", [t.value for t in Tier]),
+            "byScope": count_by(odb, "scope", [s.value for s in Scope]),
+            "bySensitivity": count_by(odb, "sensitivity", [s.value for s in Sensitivity]),
+            "lastRetention": last_run(odb)}
 
 
 def _bulletin_time(path: Any) -> str | None:

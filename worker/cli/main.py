@@ -9,7 +9,18 @@ import click
 
 from orchmem.config import OrchmemError
 
-from . import durability, edits, mcpserve, memory, ops, portability, reader, serve, tokens
+from . import (
+    durability,
+    edits,
+    governance,
+    mcpserve,
+    memory,
+    ops,
+    portability,
+    reader,
+    serve,
+    tokens,
+)
 from .common import Cli, fail
 
 
@@ -45,7 +56,7 @@ def main(ctx: click.Context, config: str | None, root: str | None) -> None:
 
 
 for command in (*ops.COMMANDS, *memory.COMMANDS, *edits.COMMANDS, *portability.COMMANDS,
-                *durability.COMMANDS):
+                *durability.COMMANDS, *governance.COMMANDS):
     main.add_command(command)
 for command in (*tokens.COMMANDS, *serve.COMMANDS, *mcpserve.COMMANDS, *reader.COMMANDS):
     main.add_command(command)
