@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -152,7 +153,10 @@ class ForgetPolicy(_GovernanceEdit):
     def selector(self, workspace: Workspace | None) -> Selector:
         path = self.source_path
         if path is not None and workspace is not None:
-            path = workspace.canonical_source_path(path)
+            # a relative path names a file as it was dropped into memory/ingest/
+            if not os.path.isabs(path):
+                path = str(workspace.ingest_dir / path)
+            path = workspace.canonical_source_path(path, where="sourcePath")
         return Selector(memory_ids=tuple(self.memory_ids),
                         before=format_ts(self.before) if self.before else None,
                         session_id=self.session_id, project_id=self.project_id,

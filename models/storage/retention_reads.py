@@ -9,10 +9,12 @@ from dataclasses import dataclass
 from .database import OrchestratorDB
 from .events import set_meta
 
-# A session's last activity: the newest createdAt or updatedAt of any of its memories.
+# A session's last activity: the last time anything was said in it, the newest
+# capture (first statement or restatement) of any of its memories.
 _ROWS = """
-WITH last AS (SELECT session_id, max(max(created_at), max(updated_at)) AS at
-              FROM memories WHERE session_id IS NOT NULL GROUP BY session_id)
+WITH last AS (SELECT m.session_id, max(s.captured_at) AS at
+              FROM memories m JOIN memory_sources s ON s.memory_id = m.memory_id
+              WHERE m.session_id IS NOT NULL GROUP BY m.session_id)
 SELECT m.memory_id, m.type, m.tier, m.scope, m.status,
        CASE WHEN m.scope = 'session' THEN coalesce(last.at, m.created_at)
             ELSE m.created_at END

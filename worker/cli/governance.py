@@ -27,7 +27,8 @@ from .memory import wait_for
 @click.option("--conversation", "conversation_id", metavar="C",
               help="Said in this conversation (any of its sources).")
 @click.option("--run", "workflow_run_id", metavar="R", help="From this workflow run.")
-@click.option("--file", "source_path", metavar="PATH", help="From this ingested file.")
+@click.option("--file", "source_path", metavar="PATH", help="From this ingested file "
+              "(absolute, or its name as dropped in memory/ingest/).")
 @click.option("--tag", "tags", multiple=True, metavar="T", help="With this tag (repeatable).")
 @click.option("--hard", is_flag=True, help="Erase (content, vector, full text, sources; a "
               "tombstone stays). Default: soft (retracted, content kept).")
