@@ -276,3 +276,50 @@ def test_old_settings_default_governance(tmp_path: Path) -> None:
     assert governance.secret_detector and "payment_card" in governance.secret_rules
     assert [(r.tier, r.scope, r.type, r.days) for r in governance.retention][:1] == [
         ("profile", None, None, 0)]
+
+
+def test_exports_leave_restricted_out_mark_confidential_and_old_files_import_as_defaults(
+        client: MemoryClient, tmp_path: Path, embedder: Embedder) -> None:
+    from orchmem.models.export import FILES, export_jsonl, export_markdown
+    from orchmem.models.importer import import_folder
+    from orchmem.models.storage.database import Databases
+
+    write(client, "The client list is confidential", sensitivity="confidential")
+    write(client, "My password is Walrus-2231")
+    write(client, "The user prefers tea", "Preference")
+    odb = client.databases.open(client.orchestrator_id)
+    manifest = export_jsonl(odb, tmp_path / "out")
+    assert manifest["restricted_left_out"] == 1
+    lines = [json.loads(x) for x in (tmp_path / "out" / FILES["records"]).read_text()
+             .splitlines()]
+    assert sorted(r["sensitivity"] for r in lines) == ["confidential", "internal"]
+    assert "**CONFIDENTIAL** The client list" in export_markdown(
+        odb, tmp_path / "md").read_text()
+    # an export written before schema 3: no governance fields in its records
+    old_fields = ("tier", "scope", "sessionId", "projectId", "sensitivity", "tags", "metadata")
+    records = tmp_path / "out" / FILES["records"]
+    records.write_text("".join(json.dumps({k: v for k, v in r.items() if k not in old_fields},
+                                          sort_keys=True, separators=(",", ":")) + "\n"
+                               for r in lines))
+    _rehash(tmp_path / "out")
+    target = Databases(make_settings(tmp_path / "other", "")).open(client.orchestrator_id)
+    import_folder(target, tmp_path / "out", embedder=embedder, batch_size=16)
+    with sqlite3.connect(target.workspace.db_path) as conn:
+        rows = sorted(conn.execute("SELECT type, tier, scope, sensitivity, tags, metadata "
+                                   "FROM memories").fetchall())
+    conn.close()
+    assert rows == [("Fact", "semantic", "global", "internal", "[]", "{}"),
+                    ("Preference", "profile", "global", "internal", "[]", "{}")]
+
+
+def _rehash(folder: Path) -> None:
+    """Rewrite the manifest's sha256 and line count of records.jsonl after an edit."""
+    import hashlib
+    import re
+
+    manifest = folder / "manifest.toml"
+    data = (folder / "records.jsonl").read_bytes()
+    text = manifest.read_text()
+    digest = hashlib.sha256(data).hexdigest()
+    text = re.sub(r'("records.jsonl" = ")[0-9a-f]+', rf"\g<1>{digest}", text)
+    manifest.write_text(text)
