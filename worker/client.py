@@ -57,6 +57,7 @@ from .app import OrchmemCelery, create_app, create_immediate_app
 from .client_governance import GovernanceCalls
 from .handles import BulletinResult, Context, WriteHandle, task_result
 from .pending import PendingWrites
+from .redis_clients import broker_client
 from .remote import empty_bundle, remote_recall
 
 logger = logging.getLogger(__name__)
@@ -214,7 +215,8 @@ class MemoryClient(GovernanceCalls):
         """Fail fast (1 s) on a dead broker, before Celery starts its own retries."""
         if self._redis is None:
             url = self.app.conf.broker_url
-            self._redis = redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=1)
+            self._redis = broker_client(url, self.settings, socket_connect_timeout=1,
+                                        socket_timeout=1)
         try:
             self._redis.ping()
         except redis.RedisError as exc:

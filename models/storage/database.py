@@ -42,7 +42,7 @@ from ..workspace import Workspace
 from .degraded import check_not_degraded, degraded_info
 from .integrity import check_not_disabled, verify
 from .migrations import migrate
-from .steps_governance import reader_view
+from .steps_governance import legacy_view
 from .tables import (
     TABLES,
     MetaRow,
@@ -78,6 +78,11 @@ class GuardedSqliteDatabase(SqliteDatabase):
     def begin(self, *args: Any, **kwargs: Any) -> Any:
         self._check_process()
         return super().begin(*args, **kwargs)
+
+    def _add_conn_hooks(self, conn: Any) -> None:
+        super()._add_conn_hooks(conn)  # type: ignore[misc]
+        # a file older than schema 3 reads through a view with the governance defaults
+        legacy_view(conn)
 
     def rollback(self) -> None:
         # After SQLITE_FULL or an I/O error SQLite has already rolled the transaction
@@ -227,8 +232,10 @@ class Databases:
     def workspace(self, orchestrator_id: str) -> Workspace:
         return Workspace.for_orchestrator(self.settings, orchestrator_id)
 
-    def open(self, orchestrator_id: str, *, create: bool = True) -> OrchestratorDB | None:
+    def open(self, orchestrator_id: str, *, create: bool = True,
+             migrate_up: bool = True) -> OrchestratorDB | None:
         """The orchestrator's database, or None when it does not exist and ``create`` is False.
+        ``migrate_up=False`` leaves an older file's schema alone (``orchmem migrate --to``).
 
         Raises MemoryDisabled (switched off, or disabled after corruption), MemoryCorrupt
         (integrity check failed now), MemoryValidationError (an id that differs only in
@@ -275,11 +282,8 @@ class Databases:
                 verify(odb)
                 # A degraded orchestrator is not migrated again at every open: only
                 # `orchmem migrate` retries (degraded.py).
-                if not self.readonly and degraded_info(workspace) is None:
+                if not self.readonly and migrate_up and degraded_info(workspace) is None:
                     migrate(odb)
-                # A file still older than schema 3 (a reader's, or a degraded one) reads
-                # through a view with the governance defaults (steps_governance.py).
-                reader_view(odb)
             except BaseException:
                 odb.close()  # a connection left open would pin SQLite's view of the file
                 raise

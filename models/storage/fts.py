@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..textquery import query_terms
-from .database import OrchestratorDB
 from .tables import live
 from .visibility import DEFAULT_VIEW, View
+
+if TYPE_CHECKING:
+    from .database import OrchestratorDB
 
 
 def match_expression(terms: Sequence[str]) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 
 from peewee import SQL
 
-from ..governance import Scope, Sensitivity, Tier, metadata_json, tags_json, tier_of
+from ..governance import Scope, Sensitivity, metadata_json, tags_json, tier_of
 from ..schema import (
     CapturedBy,
     MemoryInput,
@@ -31,6 +31,7 @@ from ..schema import (
 )
 from .database import OrchestratorDB
 from .events import add_event, naming
+from .governance_columns import governance_fields
 from .tables import (
     MemoryEventRow,
     MemoryRow,
@@ -304,14 +305,6 @@ def row_to_node(row: MemoryRow, orchestrator_id: str) -> MemoryNode:
         **governance_fields(row.tier, row.scope, row.session_id, row.project_id,
                             row.sensitivity, row.tags, row.metadata),
     )
-
-
-def governance_fields(tier: str, scope: str, session_id: str | None, project_id: str | None,
-                      sensitivity: str, tags: str, metadata: str) -> dict[str, Any]:
-    """A node's governance fields from the stored columns."""
-    return {"tier": Tier(tier), "scope": Scope(scope), "session_id": session_id,
-            "project_id": project_id, "sensitivity": Sensitivity(sensitivity),
-            "tags": json.loads(tags or "[]"), "metadata": json.loads(metadata or "{}")}
 
 
 def list_memories(odb: OrchestratorDB, *, status: Status | None = Status.ACTIVE,

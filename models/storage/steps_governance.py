@@ -9,6 +9,7 @@ tier-by-type, global, internal, no tags, no metadata. Down drops the same column
 
 from __future__ import annotations
 
+import sqlite3
 from typing import TYPE_CHECKING
 
 from ..governance import TIER_OF_TYPE
@@ -43,26 +44,38 @@ def upgrade_to_3(odb: OrchestratorDB) -> None:
 
 
 def downgrade_from_3(odb: OrchestratorDB) -> None:
-    """Drop the governance columns (exactly what :func:`upgrade_to_3` added)."""
+    """Drop the governance columns (exactly what :func:`upgrade_to_3` added); the
+    connection reads on through :func:`reader_view` (a TEMP view: not in the file)."""
     for column, _ in reversed(COLUMNS):
         odb.db.execute_sql(f'ALTER TABLE main."memories" DROP COLUMN "{column}"')
+    # this connection goes on reading the older file (the downgrade's own check does)
+    reader_view(odb)
 
 
 def reader_view(odb: OrchestratorDB) -> bool:
-    """On a reader's connection to a file older than schema 3 (readers never migrate):
-    a TEMP view named ``memories`` over ``main.memories`` that adds the governance
-    columns with their defaults (tier by type, global, internal). Unqualified names find
-    the temp schema first, so every read works unchanged. Its ``*`` comes first: once a
-    writer migrates the file, the real columns win (SQLite renames the view's own to
-    ``scope:1``...), so a memory written restricted later is never read as internal.
-    Returns True when the view was made."""
-    columns = {r[1] for r in odb.db.execute_sql('PRAGMA main.table_info("memories")')}
-    if not columns or "tier" in columns:
-        return False
-    cases = " ".join(f"WHEN '{t}' THEN '{tier.value}'" for t, tier in TIER_OF_TYPE.items())
-    odb.db.execute_sql(
-        "CREATE TEMP VIEW IF NOT EXISTS memories AS SELECT *, "
-        f"CASE type {cases} ELSE 'semantic' END AS tier, 'global' AS scope, "
-        "NULL AS session_id, NULL AS project_id, 'internal' AS sensitivity, "
-        "'[]' AS tags, '{}' AS metadata FROM main.memories")
+    """:func:`legacy_view` on ``odb``'s current connection (after a downgrade)."""
+    return legacy_view(odb.db.connection())
+
+
+def legacy_view(conn: sqlite3.Connection) -> bool:
+    """On a connection to a file older than schema 3 (a reader's: readers never migrate;
+    a degraded one; one just downgraded): a TEMP view named ``memories`` over
+    ``main.memories`` that adds the governance columns with their defaults (tier by
+    type, global, internal). Unqualified names find the temp schema first, so every
+    read works unchanged. Its ``*`` comes first: once a writer migrates the file, the
+    real columns win (SQLite renames the view's own to ``scope:1``...), so a memory
+    written restricted later is never read as internal. Runs on every new connection
+    (database.GuardedSqliteDatabase); returns True when it made the view."""
+    try:
+        columns = {r[1] for r in conn.execute('PRAGMA main.table_info("memories")')}
+        if not columns or "tier" in columns:
+            return False
+        cases = " ".join(f"WHEN '{t}' THEN '{tier.value}'" for t, tier in TIER_OF_TYPE.items())
+        conn.execute(
+            "CREATE TEMP VIEW IF NOT EXISTS memories AS SELECT *, "
+            f"CASE type {cases} ELSE 'semantic' END AS tier, 'global' AS scope, "
+            "NULL AS session_id, NULL AS project_id, 'internal' AS sensitivity, "
+            "'[]' AS tags, '{}' AS metadata FROM main.memories")
+    except sqlite3.DatabaseError:
+        return False  # a damaged file: opening it reports that (integrity.verify)
     return True

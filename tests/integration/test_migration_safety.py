@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from memory_seed import as_schema_1, seed
+from memory_seed import as_schema, seed
 from orchmem_testing import WorkerProcess, make_settings
 
 from orchmem.config import MemoryDegraded, Settings
@@ -31,6 +31,9 @@ from orchmem.worker.client import MemoryClient
 
 ORCH = "upgrader"
 SCHEMA_1 = Path(__file__).parents[1] / "data" / "memory_db_schema_v1.json"
+#: The schema (sqlite_master) each shipped release created, by schema version.
+SNAPSHOTS = {int(p.stem.rsplit("_v", 1)[1]): p
+             for p in SCHEMA_1.parent.glob("memory_db_schema_v*.json")}
 
 
 def schema(path: Path) -> list[str]:
@@ -55,9 +58,9 @@ def ranks(settings: Settings) -> list[tuple[str, int]]:
     return out
 
 
-@pytest.fixture
-def legacy(tmp_path: Path, embedder: Embedder) -> Iterator[dict[str, Any]]:
-    """A schema-1 file with every kind of row, its export and recall as schema 2 gave them."""
+def make_legacy(tmp_path: Path, embedder: Embedder, version: int) -> dict[str, Any]:
+    """A file of schema ``version`` with every kind of row, and its export and recall as
+    the current schema gave them."""
     settings = make_settings(tmp_path / "root", "")
     databases = Databases(settings)
     odb = databases.open(ORCH)
@@ -66,10 +69,26 @@ def legacy(tmp_path: Path, embedder: Embedder) -> Iterator[dict[str, Any]]:
     export_jsonl(odb, tmp_path / "before")
     before = ranks(settings)
     databases.close_all()
-    as_schema_1(odb.workspace.db_path)
-    assert schema(odb.workspace.db_path) == json.loads(SCHEMA_1.read_text())["schema"]
-    yield {"settings": settings, "workspace": odb.workspace, "ranks": before,
-           "export": tmp_path / "before", "tmp": tmp_path}
+    as_schema(settings, ORCH, version)
+    assert schema(odb.workspace.db_path) == json.loads(SNAPSHOTS[version].read_text())["schema"]
+    return {"settings": settings, "workspace": odb.workspace, "ranks": before,
+            "export": tmp_path / "before", "tmp": tmp_path}
+
+
+@pytest.fixture
+def legacy(tmp_path: Path, embedder: Embedder) -> Iterator[dict[str, Any]]:
+    """A schema-1 file with every kind of row, its export and recall as schema 2 gave them."""
+    yield make_legacy(tmp_path, embedder, 1)
+
+
+@pytest.mark.parametrize("version", sorted(SNAPSHOTS))
+def test_a_file_of_every_shipped_schema_migrates_intact_and_recall_finds_the_same(
+        tmp_path: Path, embedder: Embedder, version: int) -> None:
+    legacy = make_legacy(tmp_path, embedder, version)
+    odb = Databases(legacy["settings"]).open(ORCH)
+    assert odb is not None and odb.meta("schema_version") == str(SCHEMA_VERSION)
+    same_export(odb, legacy, "after")  # every memory, source, edge and audit event
+    assert ranks(legacy["settings"]) == legacy["ranks"]
 
 
 def same_export(odb: OrchestratorDB, legacy: Any, name: str) -> None:
@@ -94,7 +113,8 @@ def test_a_v1_file_migrates_with_everything_intact_and_recall_finds_the_same(
     again = Databases(legacy["settings"]).open(ORCH)  # re-running: a no-op
     assert again is not None and len(list_backups(legacy["workspace"])) == 1
     migrated = [r for r in read_log(odb.workspace.log_path) if r["event"] == "schema_migrated"]
-    assert [(r["version"], r["fromVersion"]) for r in migrated] == [(2, 1), (3, 1)]
+    assert [(r["version"], r["fromVersion"]) for r in migrated] == \
+        [(step.version, 1) for step in migrations.MIGRATIONS]
 
 
 def fails_after_its_ddl(odb: OrchestratorDB) -> None:
@@ -108,11 +128,20 @@ def loses_a_row(odb: OrchestratorDB) -> None:
                        "memory_sources)")
 
 
-@pytest.mark.parametrize("step,message", [(fails_after_its_ddl, "disk said no"),
-                                          (loses_a_row, "memory_sources: 9 rows before, 8")])
+def garbles_the_vectors(odb: OrchestratorDB) -> None:
+    """Every row kept, integrity fine: only the sample recall sees recall is broken."""
+    migrations.upgrade_to_2(odb)
+    odb.db.execute_sql("UPDATE memory_embeddings SET vector = zeroblob(length(vector))")
+
+
+@pytest.mark.parametrize("step,message", [
+    (fails_after_its_ddl, "disk said no"),
+    (loses_a_row, "memory_sources: 9 rows before, 8"),
+    (garbles_the_vectors, "sample recall: the vector of")])
 def test_a_failed_migration_restores_the_file_and_degrades_to_read_only(
         legacy: Any, monkeypatch: pytest.MonkeyPatch, step: Any, message: str) -> None:
-    monkeypatch.setattr(migrations, "MIGRATIONS", [(2, step)])
+    monkeypatch.setattr(migrations, "MIGRATIONS",
+                        [migrations.Step(2, step, migrations.downgrade_from_2)])
     odb = Databases(legacy["settings"]).open(ORCH)
     assert odb is not None
     assert schema(odb.workspace.db_path) == json.loads(SCHEMA_1.read_text())["schema"]
@@ -146,7 +175,8 @@ def test_migrate_dry_run_and_all(legacy: Any) -> None:
     result = runner.invoke(main, ["--root", root, "migrate", "--all", "--dry-run", "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["orchestrators"][ORCH] == {
-        "status": "would migrate", "schemaVersion": 1, "steps": [2, 3]}
+        "status": "would migrate", "schemaVersion": 1,
+        "steps": [step.version for step in migrations.MIGRATIONS]}
     assert list_backups(legacy["workspace"]) == []
     result = runner.invoke(main, ["--root", root, "migrate", "--all", "--json"])
     assert json.loads(result.output)["orchestrators"][ORCH]["status"] == "migrated"
@@ -158,7 +188,8 @@ def test_migrate_dry_run_and_all(legacy: Any) -> None:
 
 def test_a_write_to_a_degraded_memory_is_refused_and_stays_in_the_outbox(
         legacy: Any, monkeypatch: pytest.MonkeyPatch, isolated: Any) -> None:
-    monkeypatch.setattr(migrations, "MIGRATIONS", [(2, fails_after_its_ddl)])
+    monkeypatch.setattr(migrations, "MIGRATIONS", [
+        migrations.Step(2, fails_after_its_ddl, migrations.downgrade_from_2)])
     odb = Databases(legacy["settings"]).open(ORCH)  # the failed migration: degraded
     assert odb is not None and odb.workspace.degraded_marker.exists()
     settings = isolated(shards=1)  # the same root, with a broker and a real worker
@@ -182,3 +213,35 @@ def test_a_write_to_a_degraded_memory_is_refused_and_stays_in_the_outbox(
         assert [n.memory.content for n in client.recall("office").nodes]  # reads work
     finally:
         worker.stop()
+
+
+def test_migrate_to_an_earlier_version_and_back_up_again(legacy: Any) -> None:
+    """``orchmem migrate --to N``: the down steps, with a backup, then the file that
+    release wrote; a plain ``migrate`` brings it back with everything intact."""
+    root, workspace = str(legacy["settings"].root), legacy["workspace"]
+    runner = CliRunner()
+    assert runner.invoke(main, ["--root", root, "migrate", "--orch", ORCH]).exit_code == 0
+    result = runner.invoke(main, ["--root", root, "migrate", "--orch", ORCH, "--to", "1",
+                                  "--dry-run", "--json"])
+    assert json.loads(result.output)["orchestrators"][ORCH] == {
+        "status": "would downgrade", "schemaVersion": SCHEMA_VERSION,
+        "steps": [step.version for step in reversed(migrations.MIGRATIONS)]}
+    result = runner.invoke(main, ["--root", root, "migrate", "--orch", ORCH, "--to", "1",
+                                  "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["orchestrators"][ORCH]["status"] == "downgraded"
+    assert schema(workspace.db_path) == json.loads(SCHEMA_1.read_text())["schema"]
+    assert [b.reason for b in list_backups(workspace)][-1] == f"predowngrade-v{SCHEMA_VERSION}"
+    again = runner.invoke(main, ["--root", root, "migrate", "--orch", ORCH, "--to", "1",
+                                 "--json"])
+    assert json.loads(again.output)["orchestrators"][ORCH]["status"] == "current"
+    wrong = runner.invoke(main, ["--root", root, "migrate", "--orch", ORCH, "--to",
+                                 str(SCHEMA_VERSION + 1)])
+    assert wrong.exit_code == 2 and "--to" in wrong.output
+
+    result = runner.invoke(main, ["--root", root, "migrate", "--orch", ORCH, "--json"])
+    assert json.loads(result.output)["orchestrators"][ORCH]["status"] == "migrated"
+    odb = Databases(legacy["settings"]).open(ORCH)
+    assert odb is not None
+    same_export(odb, legacy, "round-trip")
+    assert ranks(legacy["settings"]) == legacy["ranks"]
