@@ -20,6 +20,7 @@ from orchmem.models.export import FILES, export_jsonl
 from orchmem.models.schema import MemoryInput, validate
 from orchmem.models.storage.backup import list_backups, restore_backup, take_backup
 from orchmem.models.storage.database import Databases, OrchestratorDB
+from orchmem.models.storage.tables import SCHEMA_VERSION
 from orchmem.models.storage.vectors import index_for
 from orchmem.models.writeback import write_memories
 from orchmem.tasks.maintenance import FANOUT
@@ -96,7 +97,8 @@ def test_restore_brings_back_the_backup_and_readers_follow(
         cached = len(index_for(reader, embedder.version, 384))
 
     report = cli(memory, "restore", "--orch", ORCH, backup.name)
-    assert report["schemaVersion"] == 2 and report["previous"].endswith("-prerestore.db")
+    assert report["schemaVersion"] == SCHEMA_VERSION
+    assert report["previous"].endswith("-prerestore.db")
     export_jsonl(odb, tmp_path / "after")
     assert same(tmp_path / "before", tmp_path / "after")
     with reader.read():
