@@ -28,7 +28,7 @@ from typing import IO, Any
 
 from orchmem.config import StorageError
 
-from .export_vectors import VECTORS, vector_rows
+from .export_vectors import VECTORS
 from .schema import MemoryType, format_ts, utc_now
 from .storage import portable
 from .storage.database import OrchestratorDB
@@ -94,7 +94,7 @@ def export_jsonl(odb: OrchestratorDB, out_dir: Path, *, include_restricted: bool
                 counts[kind], hashes[name] = _write(out_dir / name, lines)
             if include_vectors:
                 counts["vectors"], hashes[VECTORS] = _write(out_dir / VECTORS, (
-                    dumps_line(row) for row in vector_rows(odb, left_out)))
+                    dumps_line(row) for row in portable.vector_rows(odb, left_out)))
             else:
                 (out_dir / VECTORS).unlink(missing_ok=True)  # not a stale one of before
     except OSError as exc:

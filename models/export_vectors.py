@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -26,23 +25,11 @@ import numpy as np
 from orchmem.config import ImportRejected
 
 from .schema import check_memory_id
-from .storage.database import OrchestratorDB
 
 VECTORS = "vectors.jsonl"
 #: The widest vector accepted (MiniLM has 384; large models have 1,024 to 4,096).
 MAX_DIM = 8192
 _KEYS = {"dim", "embedder", "memoryId", "vector"}
-
-
-def vector_rows(odb: OrchestratorDB, left_out: set[str]) -> Iterator[dict[str, Any]]:
-    """Each live memory's stored vector, sorted by memoryId (inside ``odb.read()``)."""
-    for memory_id, embedder, dim, blob in odb.sql(
-            "SELECT e.memory_id, e.embedder, e.dim, e.vector FROM memory_embeddings e "
-            "JOIN memories m ON m.memory_id = e.memory_id WHERE m.forgotten = 0 "
-            "ORDER BY e.memory_id"):
-        if memory_id not in left_out:
-            yield {"dim": dim, "embedder": embedder, "memoryId": memory_id,
-                   "vector": base64.b64encode(bytes(blob)).decode("ascii")}
 
 
 def _reject(where: str, message: str) -> ImportRejected:
