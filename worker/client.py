@@ -46,7 +46,7 @@ from orchmem.models.storage import receipts
 from orchmem.models.storage.database import Databases
 from orchmem.models.storage.memories import get_nodes
 from orchmem.models.storage.outbox import Outbox
-from orchmem.models.storage.visibility import DEFAULT_VIEW, View, make_view
+from orchmem.models.storage.visibility import View, make_view
 from orchmem.tasks.bulletin import BULLETIN
 from orchmem.tasks.edits import EDIT
 from orchmem.tasks.ingest import INGEST_SCAN
@@ -391,10 +391,10 @@ class MemoryClient(GovernanceCalls):
         warnings: list[str] = []
         if not self.memory.enabled:
             return empty_bundle(target, query, ["memory is disabled (memory.enabled = false)"])
-        if self.remote and target == self.orchestrator_id and view == DEFAULT_VIEW:
+        if self.remote and target == self.orchestrator_id and not view.include_restricted:
             return remote_recall(self, query, top_n=top_n, types=types, memory_ids=memory_ids,
                                  include_inactive=include_inactive,
-                                 wait_for_writes=wait_for_writes)
+                                 wait_for_writes=wait_for_writes, view=view)
         try:
             if wait_for_writes:
                 left = self.wait_for_writes()

@@ -18,7 +18,7 @@ from orchmem.models.schema import Status
 from orchmem.models.storage.database import Databases, OrchestratorDB, known_orchestrators
 from orchmem.models.storage.memories import list_memories
 from orchmem.models.storage.stats import stats as memory_stats
-from orchmem.models.storage.visibility import DEFAULT_VIEW, View, make_view
+from orchmem.models.storage.visibility import View, make_view
 from orchmem.models.workspace import Workspace
 from orchmem.tasks.ingest import INGEST_SCAN
 from orchmem.tasks.writeback import WRITEBACK
@@ -301,9 +301,9 @@ def recall(cli: Cli, orchestrator_id: str, query: str, top_n: int | None, types:
     except OrchmemError as exc:
         fail(exc, as_json)
         return
-    bundle = None if local or mode != "hybrid" or view != DEFAULT_VIEW else from_reader(
+    bundle = None if local or mode != "hybrid" or view.include_restricted else from_reader(
         cli.settings, orchestrator_id, query, top_n=top_n, types=list(types) or None,
-        include_inactive=include_inactive)
+        include_inactive=include_inactive, view=view)
     via = "by the running reader" if bundle is not None else "in this process"
     if bundle is None:
         bundle = recall_memories(orchestrator_id, query,
