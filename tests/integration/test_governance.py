@@ -327,3 +327,14 @@ def _rehash(folder: Path) -> None:
     digest = hashlib.sha256(data).hexdigest()
     text = re.sub(r'("records.jsonl" = ")[0-9a-f]+', rf"\g<1>{digest}", text)
     manifest.write_text(text)
+
+
+def test_the_mcp_recall_tool_takes_a_session(client: MemoryClient) -> None:
+    from orchmem.worker.mcp_server import MemoryTools
+
+    mine = write(client, "The ferry ticket of Alma is in her inbox", scope="session",
+                 sessionId="s-a")
+    tools = MemoryTools(client, 30)
+    found = {m["memoryId"] for m in tools.recall("ferry ticket", session_id="s-a")["memories"]}
+    assert mine in found
+    assert tools.recall("ferry ticket", session_id="s-b")["memories"] == []
