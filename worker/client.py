@@ -411,20 +411,21 @@ class MemoryClient(GovernanceCalls):
         return bundle
 
     def bulletin(self, timeout: float | None = None, *, session_id: str | None = None,
-                 project_id: str | None = None) -> BulletinResult:
+                 project_id: str | None = None,
+                 tags: Sequence[str] | None = None) -> BulletinResult:
         """The bulletin for this message, built by the worker (after this client's earlier
         writes, which precede it on the same queue). Naming a ``session_id`` and/or
-        ``project_id`` builds it here instead, from global memories and that session's
-        and project's (never restricted ones).
+        ``project_id`` (or ``tags``) builds it here instead, from global memories and
+        that session's and project's (never restricted ones).
 
         Falls back to the last snapshot (``bulletins/latest.json``), or an empty bulletin,
         when the worker does not answer within ``memory.bulletin.timeout_s``.
         """
         if not self.memory.enabled:
             return self._fallback(["memory is disabled (memory.enabled = false)"])
-        if session_id is not None or project_id is not None:
+        if session_id is not None or project_id is not None or tags:
             try:
-                return self.scoped_bulletin(make_view(session_id, project_id))
+                return self.scoped_bulletin(make_view(session_id, project_id, list(tags or ())))
             except Exception as exc:
                 return self._fallback([self._warn("bulletin", exc)])
         limit = self.memory.bulletin.timeout_s if timeout is None else timeout

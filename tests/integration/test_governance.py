@@ -130,6 +130,9 @@ def test_tags_filter_recall(client: MemoryClient) -> None:
     red = write(client, "The release checklist lives in the wiki", tags=["release"])
     write(client, "The wiki is hosted on Confluence", tags=["tools"])
     assert client.recall("wiki", tags=["release"]).memory_ids == [red]
+    tagged = client.bulletin(tags=["release"])
+    assert red in tagged.text and tagged.source == "live"
+    assert client.bulletin(tags=["nothing-tagged"]).text.count("m-") == 0
 
 
 @pytest.mark.parametrize(("fields", "path"), [

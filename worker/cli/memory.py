@@ -367,13 +367,15 @@ def ingest(cli: Cli, orchestrator_id: str, wait: bool, as_json: bool) -> None:
 @click.option("--session", "session_id", metavar="S",
               help="The bulletin of this session (built here: global + its own).")
 @click.option("--project", "project_id", metavar="P", help="The bulletin of this project.")
+@click.option("--tag", "tags", multiple=True, metavar="T",
+              help="Only memories with this tag (repeatable; built here).")
 @json_option
 @pass_cli
 def bulletin(cli: Cli, orchestrator_id: str, timeout: float | None, as_json: bool,
-             session_id: str | None, project_id: str | None) -> None:
+             session_id: str | None, project_id: str | None, tags: tuple[str, ...]) -> None:
     """Build and show the orchestrator's bulletin (what is sent with every message)."""
     result = MemoryClient(orchestrator_id, cli.settings).bulletin(
-        timeout=timeout, session_id=session_id, project_id=project_id)
+        timeout=timeout, session_id=session_id, project_id=project_id, tags=tags)
     data = {**result.bulletin, "source": result.source, "warnings": result.warnings,
             "text": result.text}
     note = f"({result.source}, generated {result.bulletin.get('generatedAt')})"
