@@ -136,6 +136,40 @@ class ContextSettings(_Section):
     diagnostics_top_n: int = Field(12, ge=0, le=100)
 
 
+class ExecLogSettings(_Section):
+    """``memory.log.*``: the execution log (models/execlog.py)."""
+
+    #: Longest prompt, response or note text stored beside its digest; longer is refused.
+    max_text_chars: int = Field(4000, ge=0, le=100_000)
+    #: Longest JSON ``data`` of one event (tool arguments, outcome details).
+    max_data_chars: int = Field(16_000, ge=2, le=1_000_000)
+    #: Checkpoint state schemas this orchestrator can restore; another is refused.
+    checkpoint_schema_versions: list[int] = Field(default_factory=lambda: [1], min_length=1)
+    #: Recall warns when a projection (episodes, vectors) lags the log by more events.
+    max_projection_lag: int = Field(1000, ge=0, le=10**9)
+class ReflectSettings(_Section):
+    """Reflection (models/reflect.py): topics, crystals and the working-memory projection."""
+
+    #: Cosine at which a memory without a subject joins a topic's first memory.
+    topic_similarity: float = Field(0.55, ge=0.0, le=1.0)
+    #: Units a topic needs before it is compiled into a crystal.
+    crystal_min_units: int = Field(3, ge=2, le=1000)
+    #: Units quoted in a crystal's extractive summary.
+    crystal_summary_units: int = Field(3, ge=1, le=20)
+    #: "extractive", or a "package.module:function" ``(topic, contents) -> text``.
+    summariser: str = Field("extractive", pattern=r"^(extractive|[A-Za-z_][\w.]*:[A-Za-z_]\w*)$")
+    #: Size bound of memory/bulletins/working.md.
+    working_max_chars: int = Field(2400, ge=200, le=100_000)
+
+
+class EvolvesSettings(_Section):
+    """Evolves proposals (models/evolves.py): shadow (review only) or auto."""
+
+    mode: Literal["shadow", "auto"] = "shadow"
+    #: In auto mode, a proposal is applied without review only at this confidence or above.
+    auto_threshold: float = Field(0.9, ge=0.5, le=1.0)
+
+
 class MemorySettings(_Section):
     """The ``memory.*`` keys of SPEC.md, global or per orchestrator."""
 
@@ -147,6 +181,9 @@ class MemorySettings(_Section):
     writeback: WritebackSettings = Field(default_factory=WritebackSettings)
     bulletin: BulletinSettings = Field(default_factory=BulletinSettings)
     context: ContextSettings = Field(default_factory=ContextSettings)
+    log: ExecLogSettings = Field(default_factory=ExecLogSettings)
+    reflect: ReflectSettings = Field(default_factory=ReflectSettings)
+    evolves: EvolvesSettings = Field(default_factory=EvolvesSettings)
     governance: GovernanceSettings = Field(default_factory=GovernanceSettings)
 
 
@@ -213,6 +250,8 @@ class BeatSettings(_Section):
     gc_interval_s: int = Field(24 * 3600, ge=60)
     bulletin_refresh_interval_s: int = Field(300, ge=10)
     outbox_reconcile_interval_s: int = Field(30, ge=5)
+    #: Reflection where memory changed (and the working-memory projection, at least daily).
+    reflect_interval_s: int = Field(900, ge=10)
     #: The reconciler re-publishes an outbox entry with no receipt this long after its
     #: last publish (keep it above the time a queue normally takes to drain).
     outbox_republish_after_s: int = Field(60, ge=1)

@@ -19,14 +19,21 @@ class BulletinText(Protocol):
 
 
 def render_context(purpose: str, query: str, bulletin: BulletinText, bundle: RecallBundle,
-                   max_chars: int, with_sources: bool = False) -> str:
+                   max_chars: int, with_sources: bool = False,
+                   working: str | None = None) -> str:
     """Bulletin block, then one line per recalled memory, within ``max_chars``.
 
     Every memory line cites its memoryId and where it came from; ``with_sources`` adds
     up to two full provenance lines (with capture time) per memory. Only whole lines
     are kept, so a cut never splits a citation: the bulletin gets at most half the
-    budget when memories follow it. Returns the text; raises nothing.
+    budget when memories follow it. ``working`` (the text of working.md) comes first, as
+    its own block, in at most a third of the budget. Returns the text; raises nothing.
     """
+    if working:
+        block = _whole_lines(["[working memory]", *working.strip().splitlines()],
+                             max_chars // 3, "(working memory cut to fit)") + "\n\n"
+        return block + render_context(purpose, query, bulletin, bundle,
+                                      max_chars - len(block), with_sources)
     title = f"\n\n[memories relevant to this {purpose}]"
     sources = {p.memory_id: p.sources for p in bundle.provenance}
     lines = []

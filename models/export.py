@@ -12,7 +12,10 @@ Lines are JSON with sorted keys and no blanks, so the same database always gives
 byte-identical ``.jsonl`` files (only the manifest's ``exported_at`` changes). All four
 are read in one snapshot. Restricted memories (sensitivity Restricted, once the schema
 has that column) are left out with their sources, edges and audit events unless
-``include_restricted``; the manifest counts what was left out.
+``include_restricted``; the manifest counts what was left out. Crystals are derived
+data (reflection compiles them again from the records after an import): they are left
+out of the JSON-lines files with their PartOf edges and events, and counted as
+``crystals_left_out``.
 
 ``export_markdown`` writes ``memories.md``: the same records grouped by type, for a person.
 """
@@ -30,7 +33,7 @@ from orchmem.config import StorageError
 
 from .export_vectors import VECTORS
 from .schema import MemoryType, format_ts, utc_now
-from .storage import portable
+from .storage import portable, reflection
 from .storage.database import OrchestratorDB
 
 #: The files of an export, in the manifest's order.
@@ -85,16 +88,17 @@ def export_jsonl(odb: OrchestratorDB, out_dir: Path, *, include_restricted: bool
         out_dir.mkdir(parents=True, exist_ok=True)
         with odb.read():
             left_out = set() if include_restricted else portable.restricted_ids(odb)
+            derived = reflection.crystal_ids(odb)
             meta = portable.export_meta(odb)
             counts: dict[str, int] = {}
             hashes: dict[str, str] = {}
             for kind, name in FILES.items():
                 lines = (dumps_line(row) for row in portable.rows(odb, kind)
-                         if _keep(kind, row, left_out))
+                         if _keep(kind, row, left_out | derived))
                 counts[kind], hashes[name] = _write(out_dir / name, lines)
             if include_vectors:
                 counts["vectors"], hashes[VECTORS] = _write(out_dir / VECTORS, (
-                    dumps_line(row) for row in portable.vector_rows(odb, left_out)))
+                    dumps_line(row) for row in portable.vector_rows(odb, left_out | derived)))
             else:
                 (out_dir / VECTORS).unlink(missing_ok=True)  # not a stale one of before
     except OSError as exc:
@@ -104,7 +108,7 @@ def export_jsonl(odb: OrchestratorDB, out_dir: Path, *, include_restricted: bool
         "orchestratorId": odb.orchestrator_id, **meta,
         "index_version": portable.INDEX_VERSION, "exported_at": format_ts(utc_now()),
         "include_restricted": include_restricted, "restricted_left_out": len(left_out),
-        "counts": counts, "sha256": hashes,
+        "crystals_left_out": len(derived), "counts": counts, "sha256": hashes,
     }
     text = toml_text(manifest)
     _write(out_dir / MANIFEST, [text])

@@ -26,6 +26,7 @@ from orchmem.config.settings import RetrievalSettings
 from . import textquery
 from .contradictions import contradicted
 from .embedding import get_embedder
+from .episodes import similar_episodes
 from .intent import favoured_types
 from .memlog import MemoryLog
 from .query_vectors import query_vectors
@@ -47,6 +48,7 @@ from .storage import fts, recall_reads, vectors
 from .storage.contradictions import contradictions
 from .storage.database import Databases, OrchestratorDB
 from .storage.visibility import DEFAULT_VIEW, View, make_view
+from .storage.watermark import recall_watermark
 from .workspace import Workspace
 
 if TYPE_CHECKING:
@@ -114,6 +116,10 @@ class RecallBundle(WireModel):
     candidates: dict[str, int]
     warnings: list[str]
     took_ms: float
+    #: With ``episodes=True``: similar past cases (models/episodes.py), best first.
+    episodes: list[dict[str, Any]] = []
+    #: The execution log's seq and how far recall's projections lag it (watermark.py).
+    watermark: dict[str, Any] = {}
 
     @property
     def memory_ids(self) -> list[str]:
@@ -161,6 +167,7 @@ def recall(
     mode: Mode = "hybrid",
     params: RetrievalSettings | None = None,
     now: datetime | None = None,
+    episodes: bool = False,
     view: View = DEFAULT_VIEW,
     purpose: str | None = None,
 ) -> RecallBundle:
@@ -170,8 +177,9 @@ def recall(
     retracted memories; ``memory_ids`` restricts the search to those memories;
     ``requester`` is the orchestrator asking (default: the same one); ``mode`` picks
     "hybrid" (default), "vector" or "text"; ``params`` overrides the orchestrator's
-    retrieval settings; ``now`` is the clock for recency; ``view`` what the request sees
-    (storage/visibility.py: a restricted read needs a ``purpose`` and is audited).
+    retrieval settings; ``now`` is the clock for recency; ``episodes`` adds the most
+    similar past episodes; ``view`` what it sees (visibility.py; a restricted read needs
+    a ``purpose``, audited). Projections lagging the log add warnings (watermark.py).
 
     Raises ScopeViolation (logged) for another orchestrator's memory, MemoryValidationError
     for a bad type or query, MemoryCorrupt / MemoryDisabled when the database cannot be
@@ -180,8 +188,7 @@ def recall(
     started = time.perf_counter()
     if not isinstance(query, str):
         raise MemoryValidationError(f"query must be a string, got {type(query).__name__}")
-    check_scope(databases, orchestrator_id, requester, memory_ids)
-    make_view(include_restricted=view.include_restricted, purpose=purpose)  # the purpose
+    _check_request(databases, orchestrator_id, requester, memory_ids, view, purpose)
     type_values = _check_types(types)
     odb = databases.open(orchestrator_id, create=False)
     text = textquery.clean_text(query)
@@ -194,20 +201,30 @@ def recall(
     if not text.strip():
         return _empty(orchestrator_id, text, mode, started, "empty query")
     search = _Search(text=text, mode=mode, params=params, limit=limit, types=type_values,
-                     within=memory_ids, view=view,
-                     statuses=[s.value for s in Status] if include_inactive
-                     else [Status.ACTIVE.value])
+                     within=memory_ids, view=view, statuses=_statuses(include_inactive))
     warnings: list[str] = []
     # The model runs before the snapshot opens: no read transaction waits on it.
     encoded = _embed(odb, text, warnings) if mode in ("hybrid", "vector") else None
     with odb.read():
         answer = _answer(odb, search, encoded, now or utc_now(), warnings)
-    if view.include_restricted:
-        audit_restricted_read(odb, answer["nodes"], requester or orchestrator_id,
-                              str(purpose), text)
+        answer["episodes"] = similar_episodes(odb, text) if episodes else []
+        answer["watermark"], lagging = recall_watermark(odb, odb.memory.log.max_projection_lag)
+        warnings += lagging
+    audit_restricted_read(odb, view, answer["nodes"], requester or orchestrator_id, purpose, text)
     return RecallBundle.model_construct(
         orchestrator_id=orchestrator_id, query=text, mode=mode, warnings=warnings,
         took_ms=round((time.perf_counter() - started) * 1000, 3), **answer)
+
+
+def _check_request(databases: Databases, orchestrator_id: str, requester: str | None,
+                   memory_ids: Sequence[str] | None, view: View, purpose: str | None) -> None:
+    """Fail closed (and log) outside ``orchestrator_id``; a restricted read states why."""
+    check_scope(databases, orchestrator_id, requester, memory_ids)
+    make_view(include_restricted=view.include_restricted, purpose=purpose)
+
+
+def _statuses(include_inactive: bool) -> list[str]:
+    return [s.value for s in Status] if include_inactive else [Status.ACTIVE.value]
 
 
 @dataclass(frozen=True)

@@ -12,15 +12,20 @@ from collections.abc import Sequence
 from typing import Any
 
 from .storage.database import OrchestratorDB
+from .storage.visibility import View
 
 MAX_PURPOSE_CHARS = 500
 
 
-def audit_restricted_read(odb: OrchestratorDB, nodes: Sequence[Any], requester: str,
-                          purpose: str, query: str) -> list[str]:
-    """Write the audit event of one restricted read; returns the restricted ids read."""
+def audit_restricted_read(odb: OrchestratorDB, view: View, nodes: Sequence[Any],
+                          requester: str, purpose: str | None, query: str) -> list[str]:
+    """Write the audit event of a restricted read (``view`` includes restricted memories;
+    nothing otherwise); returns the restricted ids read."""
+    if not view.include_restricted:
+        return []
     ids = [n.memory.memory_id for n in nodes
            if getattr(n.memory.sensitivity, "value", n.memory.sensitivity) == "restricted"]
-    odb.log.write("restricted_read", requester=requester, purpose=purpose[:MAX_PURPOSE_CHARS],
+    odb.log.write("restricted_read", requester=requester,
+                  purpose=str(purpose)[:MAX_PURPOSE_CHARS],
                   memoryIds=ids, returned=len(nodes), queryChars=len(query))
     return ids

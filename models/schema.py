@@ -345,6 +345,8 @@ class MemoryNode(WireModel):
     #: ISO 8601 UTC (``format_ts``), as stored.
     created_at: str
     updated_at: str
+    #: What reflection grouped it under (models/topics.py); left out of JSON until then.
+    topic: str | None = None
     # -- governance (issue 16)
     tier: Tier = Tier.SEMANTIC
     scope: Scope = Scope.GLOBAL

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 from typing import Any
 
 from celery import shared_task
 
+from orchmem.models.atomic import write_atomically
 from orchmem.models.bulletin import build
 from orchmem.models.schema import utc_now
 from orchmem.models.storage.database import OrchestratorDB
@@ -16,16 +15,6 @@ from orchmem.models.storage.database import OrchestratorDB
 from .base import MemoryTask
 
 BULLETIN = "orchmem.bulletin"
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Write ``text`` to a temp file beside ``path``, fsync it, rename it over ``path``."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 def write_bulletin(odb: OrchestratorDB) -> dict[str, Any]:

@@ -12,6 +12,8 @@ the same queue, behind any write already waiting. Jobs:
   a WAL checkpoint (Celery results in Redis expire by themselves, ``result_ttl_s``);
 - ``bulletin``: a fresh bulletin where memory changed since the last snapshot;
 - ``backup``: a backup into ``memory/backups/`` and the retention (tasks/backups.py);
+- ``reflect``: reflection where memory changed since the last one, or working.md is
+  a day old (tasks/reflect.py);
 - ``retention``: forget what ``memory.governance.retention`` says is too old
   (tasks/retention.py);
 - ``outbox``: prune outbox entries whose receipt exists, re-publish the others once
@@ -31,6 +33,7 @@ from celery import shared_task
 from orchmem.config import MemoryCorrupt, MemoryNotFound, MemoryValidationError, OrchmemError
 from orchmem.models.embedding import get_embedder
 from orchmem.models.reembed import reembed_batch, remaining
+from orchmem.models.reflect import reflect_due
 from orchmem.models.schema import format_ts, utc_now
 from orchmem.models.storage import receipts
 from orchmem.models.storage.database import (
@@ -48,6 +51,7 @@ from .base import MemoryTask
 from .bulletin import BULLETIN
 from .ingest import INGEST_SCAN
 from .publish import envelope, follow_up_key, resend, send_envelope
+from .reflect import REFLECT
 from .retention import RETENTION
 
 logger = logging.getLogger(__name__)
@@ -114,7 +118,8 @@ INTEGRITY = "orchmem.integrity_check"
 GC = "orchmem.gc"
 OUTBOX = "orchmem.outbox_reconcile"
 DEADLETTER_RETRY = "orchmem.deadletter_retry"
-JOBS = ("reembed", "ingest", "integrity", "gc", "bulletin", "outbox", "backup", "retention")
+JOBS = ("reembed", "ingest", "integrity", "gc", "bulletin", "outbox", "backup", "reflect",
+        "retention")
 
 
 def _queue_of(task: MemoryTask, kwargs: dict[str, Any]) -> str:
@@ -141,6 +146,8 @@ def _due(task: MemoryTask, job: str, orchestrator_id: str) -> bool:
         return False
     if job == "reembed":
         return remaining(odb, get_embedder(task.settings.embedding).version) > 0
+    if job == "reflect":
+        return reflect_due(odb, utc_now())
     snapshot = workspace.bulletins_dir / "latest.json"
     try:
         seen = json.loads(snapshot.read_text(encoding="utf-8")).get("watermark")
@@ -155,7 +162,8 @@ def fanout(self: MemoryTask, shard: int, job: str) -> dict[str, Any]:
     if job not in JOBS:
         raise MemoryValidationError(f"job must be one of {', '.join(JOBS)}, got {job!r}")
     names = {"reembed": REEMBED, "ingest": INGEST_SCAN, "integrity": INTEGRITY, "gc": GC,
-             "bulletin": BULLETIN, "outbox": OUTBOX, "backup": BACKUP, "retention": RETENTION}
+             "bulletin": BULLETIN, "outbox": OUTBOX, "backup": BACKUP, "reflect": REFLECT,
+             "retention": RETENTION}
     mine = _queue_of(self, {"shard": shard})
     stamp = format_ts(utc_now())
     published, skipped = [], {}

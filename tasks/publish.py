@@ -36,7 +36,7 @@ from orchmem.models.storage.outbox import Outbox
 logger = logging.getLogger(__name__)
 
 #: Requests a user made, recorded in the outbox before they are published.
-DURABLE_KINDS = frozenset({"wb", "edit", "ingest"})
+DURABLE_KINDS = frozenset({"wb", "edit", "ingest", "log", "review"})
 #: Retries of one publish before the broker counts as unreachable.
 RETRY_POLICY = {"max_retries": 3, "interval_start": 0.2, "interval_step": 0.5,
                 "interval_max": 1.0}
@@ -71,7 +71,7 @@ def envelope(orchestrator_id: str, task: str, kind: str, payload: dict[str, Any]
     check_orchestrator_id(orchestrator_id)
     key = key_of(orchestrator_id, kind, payload)
     prepared = {**payload, "idempotencyKey": key}
-    if kind == "wb" and "requestedAt" not in payload:
+    if kind in ("wb", "log") and "requestedAt" not in payload:
         prepared["requestedAt"] = format_ts(utc_now())
     return Envelope(orchestrator_id, task, kind, key, prepared)
 

@@ -34,6 +34,8 @@ TASK_MODULES = (
     "orchmem.tasks.bulletin",
     "orchmem.tasks.read",
     "orchmem.tasks.backups",
+    "orchmem.tasks.execlog",
+    "orchmem.tasks.reflect",
 )
 
 

@@ -35,9 +35,8 @@ from orchmem.config import (
     load_settings,
 )
 from orchmem.models.bulletin import Bulletin
-from orchmem.models.context import render_context
-from orchmem.models.context_budget import relevant_memory, within_budget
 from orchmem.models.edits import EDIT_ADAPTER
+from orchmem.models.execlog import check_log_request
 from orchmem.models.memlog import MemoryLog
 from orchmem.models.payloads import check_writeback, with_default_sources
 from orchmem.models.recall import RecallBundle, check_scope, recall
@@ -49,27 +48,30 @@ from orchmem.models.storage.outbox import Outbox
 from orchmem.models.storage.visibility import View, make_view
 from orchmem.tasks.bulletin import BULLETIN
 from orchmem.tasks.edits import EDIT
+from orchmem.tasks.execlog import LOG
 from orchmem.tasks.ingest import INGEST_SCAN
 from orchmem.tasks.publish import Envelope, envelope, publish, resend, send_envelope
 from orchmem.tasks.writeback import WRITEBACK
 
 from .app import OrchmemCelery, create_app, create_immediate_app
+from .client_context import ContextCalls
 from .client_governance import GovernanceCalls
-from .handles import BulletinResult, Context, WriteHandle, task_result
+from .handles import BulletinResult, WriteHandle, task_result
 from .pending import PendingWrites
 from .redis_clients import broker_client
+from .reflection_client import ReflectionMixin
 from .remote import empty_bundle, remote_recall
+from .runlog import RunLog
 
 logger = logging.getLogger(__name__)
 
-Purpose = Literal["selector", "step", "diagnostics"]
 #: After a failed publish, how long the client stops trying the broker.
 BROKER_BACKOFF_S = 5.0
 #: Outbox entries published per catch-up, after the broker answers again.
 CATCH_UP_BATCH = 100
 
 
-class MemoryClient(GovernanceCalls):
+class MemoryClient(ReflectionMixin, GovernanceCalls, ContextCalls):
     """The memory of one orchestrator, as that orchestrator uses it.
 
     ``settings`` default to :func:`load_settings` (``orchmem.toml`` / ``ORCHMEM_*``).
@@ -351,6 +353,23 @@ class MemoryClient(GovernanceCalls):
 
     # -- reads ------------------------------------------------------------------
 
+    def log_event(self, *, events: Sequence[dict[str, Any]],
+                  idempotency_key: str | None = None) -> WriteHandle:
+        """Append events to the execution log (see :mod:`orchmem.models.execlog`);
+        returns a handle at once, refused (``ok`` False, field errors) like a write-back."""
+        payload: dict[str, Any] = {"events": list(events) if isinstance(events, list | tuple)
+                                   else events}  # anything else: refused by the check
+        if idempotency_key is not None:
+            payload["idempotencyKey"] = idempotency_key
+        return self._publish(LOG, "log", payload, check=lambda p: check_log_request(
+            p, self.orchestrator_id, self.memory.log))
+
+    def run(self, name: str | None = None, *, run_id: str | None = None,
+            replay: bool = False, conversation_id: str | None = None) -> RunLog:
+        """A run of the execution log, as a context manager (see :mod:`.runlog`)."""
+        return RunLog(self, name, run_id=run_id, replay=replay,
+                      conversation_id=conversation_id)
+
     def get(self, memory_ids: Sequence[str]) -> list[MemoryNode]:
         """These memories of this orchestrator (any status), in the order asked; unknown
         ids are left out, another orchestrator's ids are denied (empty list, logged)."""
@@ -372,10 +391,10 @@ class MemoryClient(GovernanceCalls):
     def recall(self, query: str, *, top_n: int | None = None,
                types: Sequence[str] | None = None, include_inactive: bool = False,
                memory_ids: Sequence[str] | None = None, orchestrator_id: str | None = None,
-               wait_for_writes: bool = True, session_id: str | None = None,
-               project_id: str | None = None, tags: Sequence[str] | None = None,
-               include_restricted: bool = False, purpose: str | None = None,
-               view: View | None = None) -> RecallBundle:
+               wait_for_writes: bool = True, episodes: bool = False,
+               session_id: str | None = None, project_id: str | None = None,
+               tags: Sequence[str] | None = None, include_restricted: bool = False,
+               purpose: str | None = None, view: View | None = None) -> RecallBundle:
         """The memories most relevant to ``query`` (see ``orchmem.models.recall``).
 
         Asking for another orchestrator (``orchestrator_id``) or for its memoryIds is
@@ -403,7 +422,8 @@ class MemoryClient(GovernanceCalls):
                                     "committed yet; their memories may be missing")
             bundle = recall(target, query, databases=self.databases, top_n=top_n, types=types,
                             include_inactive=include_inactive, memory_ids=memory_ids,
-                            requester=self.orchestrator_id, view=view, purpose=purpose)
+                            requester=self.orchestrator_id, episodes=episodes, view=view,
+                            purpose=purpose)
         except Exception as exc:
             return empty_bundle(target, query, [*warnings, self._warn("recall", exc)])
         if warnings:
@@ -463,37 +483,3 @@ class MemoryClient(GovernanceCalls):
         logger.warning("bulletin of %s: %s", self.orchestrator_id, "; ".join(warnings))
         return BulletinResult(bulletin=snapshot.to_dict(), text=snapshot.to_text(),
                               source=source, warnings=warnings)
-
-    def context_for(self, purpose: Purpose, query: str,
-                    bulletin: BulletinResult | None = None, *, session_id: str | None = None,
-                    project_id: str | None = None, format: str = "orchmem",
-                    max_chars: int | None = None, max_tokens: int | None = None) -> Context:
-        """The bulletin and the memories relevant to ``query``, as one bounded text block.
-
-        ``purpose`` is "selector" (choosing a workflow), "step" (a workflow step) or
-        "diagnostics" (an investigation: more memories, with their provenance). Pass the
-        message's ``bulletin`` to avoid building it twice.
-
-        Never raises for memory's own failures (they become ``warnings``), but raises
-        ``ValueError`` for any other ``purpose``: that is a bug in the caller, not a
-        condition to degrade around.
-        """
-        limits = self.memory.context
-        top_n = {"selector": limits.selector_top_n, "step": limits.step_top_n,
-                 "diagnostics": limits.diagnostics_top_n}.get(purpose)
-        if top_n is None:
-            raise ValueError(f"purpose must be selector, step or diagnostics, not {purpose!r}")
-        if format not in ("orchmem", "relevant-memory"):
-            raise ValueError(f"format must be orchmem or relevant-memory, not {format!r}")
-        view = make_view(session_id, project_id)  # never restricted (storage/visibility.py)
-        bulletin = bulletin or (self.bulletin(session_id=session_id, project_id=project_id)
-                                if format == "orchmem" else BulletinResult({}, "", "empty"))
-        bundle = self.recall(query, top_n=top_n, view=view) if top_n else empty_bundle(
-            self.orchestrator_id, query, [])
-        budget = min(max_chars or limits.max_chars, limits.max_chars)
-        text = within_budget(relevant_memory(bundle), budget, max_tokens) \
-            if format == "relevant-memory" else within_budget(render_context(
-                purpose, query, bulletin, bundle, budget,
-                with_sources=purpose == "diagnostics").split("\n"), budget, max_tokens)
-        return Context(purpose=purpose, text=text, bulletin=bulletin, bundle=bundle,
-                       warnings=[*bulletin.warnings, *bundle.warnings])

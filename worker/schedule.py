@@ -25,6 +25,7 @@ def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
         "bulletin": beat.bulletin_refresh_interval_s,
         "outbox": beat.outbox_reconcile_interval_s,
         "backup": settings.backup.interval_s,
+        "reflect": beat.reflect_interval_s,
         "retention": settings.memory.governance.retention_interval_s,
     }
     schedule = {}

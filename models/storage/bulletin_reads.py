@@ -10,8 +10,9 @@ from typing import Any
 from ..bulletin_facts import Conflict, Facts, Item
 from ..contradictions import Contradiction
 from ..schema import Status
-from .contradictions import contradictions
 from .database import OrchestratorDB
+from .insights import conflicts as open_conflicts
+from .reflection import crystal_of
 from .tables import META_EVENT_WATERMARK, live
 from .visibility import DEFAULT_VIEW, View
 
@@ -34,8 +35,8 @@ def facts(odb: OrchestratorDB, *, take: int, low_confidence: float,
 
     Only the best ``take`` active memories of each type are read, and the best ``take``
     of those under ``low_confidence``, so the cost does not grow with the size of the
-    memory. Conflicts are the newest ``take`` ``Contradicts`` edges that
-    ``keep`` accepts. Only memories ``view`` sees are read (both ends of a conflict).
+    memory. Conflicts are the newest ``take`` open conflict insights (storage/insights.py)
+    that ``keep`` accepts. Only memories ``view`` sees are read (both ends of a conflict).
     Raises StorageError / MemoryCorrupt when the file cannot be read.
     """
     seen, seen_params = view.sql()
@@ -51,9 +52,13 @@ def facts(odb: OrchestratorDB, *, take: int, low_confidence: float,
                            "created_at DESC, memory_id LIMIT ?",
                            (low_confidence, *seen_params, take)):
             rows[row[0]] = row
-        edges = [c for c in contradictions(odb) if keep(c)]
-        visible = _visible(odb, view, {m for c in edges for m in (c.newer_id, c.older_id)})
-        standing = [c for c in edges if c.newer_id in visible and c.older_id in visible][:take]
+        # A unit whose crystal is shown is said by the crystal already (reflection.py).
+        for unit in crystal_of(odb, list(rows)):
+            rows.pop(unit, None)
+        candidates = [c for c in open_conflicts(odb) if keep(c)]
+        visible = _visible(odb, view, {m for c in candidates for m in (c.newer_id, c.older_id)})
+        standing = [c for c in candidates if c.newer_id in visible and c.older_id in visible
+                    ][:take]
         conflicts = _conflicts(odb, standing)
         watermark = odb.sql("SELECT value FROM meta WHERE key = ?", (META_EVENT_WATERMARK,))
     return Facts(orchestrator_id=odb.orchestrator_id,

@@ -18,6 +18,7 @@ from ..schema import (
 )
 from .database import OrchestratorDB
 from .events import add_event
+from .insights import CONFLICT, open_insight
 from .tables import (
     MemoryEdgeRow,
     MemoryRow,
@@ -43,6 +44,8 @@ def insert_edge(odb: OrchestratorDB, edge: EdgeInput, *, from_id: str, to_id: st
                   after={"edgeId": edge_id, "edgeType": edge.edge_type.value,
                          "weight": edge.weight},
                   reason=edge.reason, actor=actor, key=key)
+        if edge.edge_type == EdgeType.CONTRADICTS:
+            open_insight(CONFLICT, edge_id, (from_id, to_id), edge.reason)
     return edge_id
 
 

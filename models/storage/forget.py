@@ -17,11 +17,12 @@ import time
 from ..schema import Status, format_ts, utc_now
 from .database import OrchestratorDB
 from .events import naming
+from .reflection import scrub
 from .tables import MemoryEdgeRow, MemoryEventRow, MemoryRow, MemorySourceRow
 from .vectors import delete_embedding
 
 #: Event fields that carry words (or a hash) of a memory's content.
-CONTENT_FIELDS = frozenset({"subject", "value", "content", "summary", "statement",
+CONTENT_FIELDS = frozenset({"subject", "value", "content", "summary", "statement", "topic",
                             "tags", "metadata"})
 _WORD = re.compile(r"\w+")
 
@@ -41,6 +42,8 @@ def erase(odb: OrchestratorDB, memory_id: str) -> None:
     MemorySourceRow.delete().where(MemorySourceRow.memory == memory_id).execute()
     delete_embedding(memory_id)
     _scrub_audit(memory_id)
+    for crystal in scrub(memory_id):  # a crystal that quoted it goes with it
+        erase(odb, crystal)
     # Merging every segment drops the deleted tokens; until then they stay in the index.
     odb.db.execute_sql("INSERT INTO memory_fts(memory_fts) VALUES ('optimize')")
 

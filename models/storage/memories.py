@@ -32,7 +32,9 @@ from ..schema import (
 from .database import OrchestratorDB
 from .events import add_event, naming
 from .governance_columns import governance_fields
+from .reflection import topics_of
 from .tables import (
+    CrystalRow,
     MemoryEventRow,
     MemoryRow,
     MemorySourceRow,
@@ -76,7 +78,10 @@ def _stored(row: MemoryRow) -> StoredMemory:
 
 
 def _active_of(memory_type: str) -> Any:
-    return (MemoryRow.type == memory_type) & (MemoryRow.status == Status.ACTIVE.value)
+    """Active memories of ``memory_type`` that a write can reinforce or link: not
+    crystals (reflection's digests of a topic are never a statement's duplicate)."""
+    return (MemoryRow.type == memory_type) & (MemoryRow.status == Status.ACTIVE.value) \
+        & MemoryRow.memory_id.not_in(CrystalRow.select(CrystalRow.memory_id))
 
 
 def get(memory_id: str) -> StoredMemory | None:
@@ -285,7 +290,7 @@ def set_status(stored: StoredMemory, status: Status, *, reason: str | None, acto
               reason=reason, actor=actor, key=key)
 
 
-def row_to_node(row: MemoryRow, orchestrator_id: str) -> MemoryNode:
+def row_to_node(row: MemoryRow, orchestrator_id: str, topic: str | None = None) -> MemoryNode:
     return MemoryNode.model_construct(
         memory_id=row.memory_id,
         orchestrator_id=orchestrator_id,
@@ -302,6 +307,7 @@ def row_to_node(row: MemoryRow, orchestrator_id: str) -> MemoryNode:
         status=Status(row.status),
         created_at=row.created_at,
         updated_at=row.updated_at,
+        topic=topic,
         **governance_fields(row.tier, row.scope, row.session_id, row.project_id,
                             row.sensitivity, row.tags, row.metadata),
     )
@@ -320,7 +326,9 @@ def list_memories(odb: OrchestratorDB, *, status: Status | None = Status.ACTIVE,
         if types:
             query = query.where(MemoryRow.type.in_(list(types)))
         query = query.order_by(MemoryRow.created_at.desc(), MemoryRow.memory_id).limit(limit)
-        return [row_to_node(r, odb.orchestrator_id) for r in query.offset(offset)]
+        found = list(query.offset(offset))
+        topics = topics_of([r.memory_id for r in found])
+        return [row_to_node(r, odb.orchestrator_id, topics.get(r.memory_id)) for r in found]
 
 
 def get_nodes(odb: OrchestratorDB, memory_ids: Sequence[str]) -> list[MemoryNode]:
@@ -331,4 +339,6 @@ def get_nodes(odb: OrchestratorDB, memory_ids: Sequence[str]) -> list[MemoryNode
     with odb.read():
         rows = {r.memory_id: r for r in MemoryRow.select().where(
             MemoryRow.memory_id.in_(list(memory_ids)), live_rows())}
-    return [row_to_node(rows[m], odb.orchestrator_id) for m in memory_ids if m in rows]
+        topics = topics_of(list(rows))
+    return [row_to_node(rows[m], odb.orchestrator_id, topics.get(m)) for m in memory_ids
+            if m in rows]

@@ -11,6 +11,7 @@ from peewee import JOIN
 from ..governance import Scope, Sensitivity, Tier
 from .database import OrchestratorDB
 from .degraded import degraded_info
+from .reflection import reflection_stats
 from .retention_reads import last_run
 from .selection import count_by
 from .tables import (
@@ -22,6 +23,7 @@ from .tables import (
     TaskReceiptRow,
     live_rows,
 )
+from .watermark import projection_status
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +64,8 @@ def stats(odb: OrchestratorDB) -> dict[str, Any]:
             "dbBytes": odb.workspace.db_path.stat().st_size,
             "walBytes": _size(odb.workspace.db_path.with_name("memory.db-wal")),
             "degraded": degraded_info(odb.workspace),
+            "watermark": projection_status(odb),
+            **reflection_stats(odb),
             "governance": governance_counts(odb),
         }
 

@@ -28,10 +28,12 @@ from peewee import (
 )
 from playhouse.shortcuts import ThreadSafeDatabaseMetadata
 
+from .logtables import EPISODE_FTS_DDL, LOG_TABLES
+
 #: In meta. A file with a newer version is refused at open (integrity.py); an older one
 #: is brought up to this version by the numbered steps of migrations.py when a writer
 #: opens it. A DDL change here needs a new step there.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 6
 
 #: Porter stemming over unicode61 with diacritics folded: "café" matches "cafe",
 #: "running" matches "run".
@@ -227,6 +229,75 @@ class MetaRow(_Table):
         table_name = "meta"
 
 
+class MemoryTopicRow(_Table):
+    """The topic reflection put a memory in (schema 6; models/topics.py). A table of its
+    own, not a column of ``memories``: a reader holding a file of an earlier schema
+    (readers never migrate) still selects every column of ``memories``."""
+
+    memory = ForeignKeyField(MemoryRow, field="memory_id", column_name="memory_id",
+                             primary_key=True, on_delete="CASCADE")
+    topic = CharField(index=True)
+
+    class Meta:
+        table_name = "memory_topics"
+
+
+class InsightRow(_Table):
+    """Something reflection wants a person to see (schema 6): an unresolved conflict
+    (``kind`` conflict, ``ref`` its Contradicts edge) or a proposal waiting for review
+    (evolves_pending, ``ref`` the proposal)."""
+
+    insight_id = CharField(primary_key=True)
+    kind = CharField()  # conflict | evolves_pending
+    status = CharField(default="open")  # open | dismissed
+    memory_ids = TextField()  # JSON list: [newer, older]
+    ref = CharField(null=True)
+    reason = TextField(null=True)
+    created_at = CharField()
+    updated_at = CharField()
+
+    class Meta:
+        table_name = "insights"
+        indexes = ((("status", "kind", "created_at"), False),)
+
+
+class ProposalRow(_Table):
+    """A relation newer -> older that reflection proposed (schema 6; models/evolves.py)."""
+
+    proposal_id = CharField(primary_key=True)
+    relation = CharField()  # replaces | challenges | refines
+    newer_id = CharField()
+    older_id = CharField()
+    topic = CharField(null=True)
+    reason = TextField()
+    confidence = FloatField()
+    #: The pair's statements; a rejected one is kept so it is never proposed again.
+    fingerprint = CharField(unique=True)
+    status = CharField(default="pending")  # pending | accepted | rejected
+    decided_by = CharField(null=True)
+    decided_reason = TextField(null=True)
+    created_at = CharField()
+    decided_at = CharField(null=True)
+
+    class Meta:
+        table_name = "proposals"
+        indexes = ((("status", "created_at"), False),)
+
+
+class CrystalRow(_Table):
+    """The crystal of one topic (schema 6; models/crystals.py): its memory and the
+    digest of the units it was compiled from."""
+
+    topic = CharField(primary_key=True)
+    memory_id = CharField(unique=True)
+    units_digest = CharField()
+    units = IntegerField()
+    built_at = CharField()
+
+    class Meta:
+        table_name = "crystals"
+
+
 TABLES: tuple[type[Model], ...] = (
     MemoryRow,
     MemorySourceRow,
@@ -238,6 +309,11 @@ TABLES: tuple[type[Model], ...] = (
     IngestManifestRow,
     DeadLetterRow,
     MetaRow,
+    *LOG_TABLES,
+    MemoryTopicRow,
+    InsightRow,
+    ProposalRow,
+    CrystalRow,
 )
 
 FTS_DDL = (
@@ -275,7 +351,7 @@ def create_schema(db: Database, orchestrator_id: str) -> None:
     """
     with db.bind_ctx(TABLES):
         db.create_tables(TABLES, safe=True)
-        for statement in FTS_DDL:
+        for statement in (*FTS_DDL, *EPISODE_FTS_DDL):
             db.execute_sql(statement)
         for key, value in (
             (META_SCHEMA_VERSION, str(SCHEMA_VERSION)),

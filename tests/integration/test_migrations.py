@@ -126,8 +126,9 @@ def test_a_schema_1_file_is_migrated_once_by_a_writer_and_answers_the_same(
     odb.close()
     again = registry().open(ORCH)
     assert pairs(path)[0] == indexed and again.meta("schema_version") == str(SCHEMA_VERSION)
+    # Opened again: nothing more to migrate (one line per step, from the first open).
     assert len([r for r in read_log(odb.workspace.log_path)
-                if r["event"] == "schema_migrated"]) == len(MIGRATIONS)  # each step once
+                if r["event"] == "schema_migrated"]) == len(MIGRATIONS)  # once per step
     fresh = registry().workspace("fresh-one")
     registry().open("fresh-one")
     assert schema(path) == schema(fresh.db_path)  # migrated = created by this release

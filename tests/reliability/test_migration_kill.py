@@ -63,8 +63,8 @@ def test_a_migration_killed_at_any_point_is_finished_by_the_next_open(
     version, indexed, check = state(workspace.db_path)
     assert check == ["ok"]
     # Never half-migrated: the old version without the new table, or the new one with it.
-    assert (version, indexed) == ((str(SCHEMA_VERSION), True) if point == "commit"
-                                 else ("1", False))
+    done = (str(SCHEMA_VERSION), True)
+    assert (version, indexed) == (done if point == "commit" else ("1", False))
     partial = list(workspace.backups_dir.glob(".*.partial"))
     assert (len(partial) == 1) == (point == "backup")
 

@@ -13,11 +13,13 @@ from . import (
     durability,
     edits,
     governance,
+    logcmd,
     mcpserve,
     memory,
     ops,
     portability,
     reader,
+    reflection,
     serve,
     tokens,
 )
@@ -58,5 +60,6 @@ def main(ctx: click.Context, config: str | None, root: str | None) -> None:
 for command in (*ops.COMMANDS, *memory.COMMANDS, *edits.COMMANDS, *portability.COMMANDS,
                 *durability.COMMANDS, *governance.COMMANDS):
     main.add_command(command)
-for command in (*tokens.COMMANDS, *serve.COMMANDS, *mcpserve.COMMANDS, *reader.COMMANDS):
+for command in (*tokens.COMMANDS, *serve.COMMANDS, *mcpserve.COMMANDS, *reader.COMMANDS,
+                *logcmd.COMMANDS, *reflection.COMMANDS):
     main.add_command(command)

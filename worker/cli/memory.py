@@ -253,6 +253,17 @@ def stats(cli: Cli, orchestrator_id: str | None, missing_ok: bool, as_json: bool
                  f"last change {data['lastEventAt'] or '-'}")
     lines.append(f"  last bulletin {data['lastBulletinAt'] or '-'}, last ingest "
                  f"{data['lastIngestAt'] or '-'}, queue {shard_queue}: {data['queue']['depth']}")
+    mark = data["watermark"]
+    lines.append(f"  log seq {mark['log']['seq']} ({mark['log']['recordedAt'] or '-'}); behind "
+                 f"it: episodes {mark['episodes']['behindRuns']} runs, vectors "
+                 f"{mark['vectors']['behindMemories']}, full text "
+                 f"{mark['fts']['behindMemories']}, bulletin "
+                 f"{mark['bulletin']['behindChanges']} changes")
+    if data.get("reflection"):
+        r = data["reflection"]
+        proposals = ", ".join(f"{k} {v}" for k, v in sorted(r["proposals"].items())) or "-"
+        lines.append(f"  topics {r['topics']}, crystals {r['crystals']}, proposals "
+                     f"{proposals}, last reflection {r['lastReflectAt'] or '-'}")
     gov = data["governance"]
     lines += [f"  by {name}: " + ", ".join(f"{k} {v}" for k, v in gov[key].items())
               for name, key in (("tier", "byTier"), ("scope", "byScope"),

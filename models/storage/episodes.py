@@ -1,0 +1,97 @@
+"""Episode rows: reading a run for its projection, writing the episode, searching them
+(the policy — what an episode says — is models/episodes.py)."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .database import OrchestratorDB
+
+
+_COLUMNS = ("episode_id", "run_id", "title", "summary", "participants", "tools", "outcome",
+            "started_at", "ended_at", "first_seq", "last_seq", "events", "memories",
+            "summarizer", "schema_version")
+_NAMES = ("episodeId", "runId", "title", "summary", "participants", "tools", "outcome",
+          "startedAt", "endedAt", "firstSeq", "lastSeq", "events", "memoryCount",
+          "summarizer", "schemaVersion")
+_UPSERT = (
+    f"INSERT INTO episodes ({', '.join(_COLUMNS)}, updated_at) "
+    f"VALUES ({', '.join('?' * (len(_COLUMNS) + 1))}) "
+    "ON CONFLICT(run_id) DO UPDATE SET title = excluded.title, summary = excluded.summary, "
+    "participants = excluded.participants, tools = excluded.tools, "
+    "outcome = excluded.outcome, ended_at = excluded.ended_at, "
+    "last_seq = excluded.last_seq, events = excluded.events, "
+    "memories = excluded.memories, summarizer = excluded.summarizer, "
+    "schema_version = excluded.schema_version, updated_at = excluded.updated_at")
+
+
+def run_row(odb: OrchestratorDB, run_id: str) -> dict[str, Any] | None:
+    rows = odb.sql("SELECT name, conversation_id, outcome, started_at, ended_at, first_seq, "
+                   "last_seq FROM log_runs WHERE run_id = ?", (run_id,))
+    if not rows:
+        return None
+    names = ("name", "conversation_id", "outcome", "started_at", "ended_at", "first_seq",
+             "last_seq")
+    return dict(zip(names, rows[0], strict=True))
+
+
+def run_events(odb: OrchestratorDB, run_id: str) -> list[tuple[Any, ...]]:
+    """``(kind, name, status, actor, text, step_id)`` of the run's events, in order."""
+    return odb.sql("SELECT kind, name, status, actor, text, step_id FROM log_events "
+                   "WHERE run_id = ? ORDER BY seq", (run_id,))
+
+
+def memories_of_run(odb: OrchestratorDB, run_id: str, conversation_id: str | None
+                    ) -> list[str]:
+    """Memories with a source naming the run (or the run's conversation)."""
+    return [r[0] for r in odb.sql(
+        "SELECT DISTINCT memory_id FROM memory_sources WHERE workflow_run_id = ? "
+        "OR (? IS NOT NULL AND conversation_id = ?)", (run_id, conversation_id,
+                                                        conversation_id))]
+
+
+def save_episode(odb: OrchestratorDB, episode: dict[str, Any], memory_ids: list[str],
+                 now: str) -> None:
+    """Insert or replace the episode, its memory links, and mark its run projected
+    (inside the caller's write transaction)."""
+    values = [json.dumps(episode[n]) if n in ("participants", "tools") else episode[n]
+              for n in _NAMES]
+    odb.db.execute_sql(_UPSERT, (*values, now))
+    odb.db.execute_sql("DELETE FROM episode_memories WHERE episode_id = ?",
+                       (episode["episodeId"],))
+    for memory_id in memory_ids:
+        odb.db.execute_sql("INSERT OR IGNORE INTO episode_memories (episode_id, memory_id) "
+                           "VALUES (?, ?)", (episode["episodeId"], memory_id))
+    odb.db.execute_sql("UPDATE log_runs SET projected_seq = last_seq, status = 'projected' "
+                       "WHERE run_id = ?",
+                       (episode["runId"],))
+
+
+def stale_runs(odb: OrchestratorDB, limit: int = 100) -> list[str]:
+    """Ended runs whose episode does not cover their last event yet."""
+    return [r[0] for r in odb.sql(
+        "SELECT run_id FROM log_runs WHERE status = 'ended' LIMIT ?", (limit,))]
+
+
+def search(odb: OrchestratorDB, match: str, limit: int) -> list[dict[str, Any]]:
+    """Episodes matching the FTS5 expression ``match``, best first (bm25), each with up
+    to 20 of its memories; empty when the file has no episodes yet (schema < 5)."""
+    if not odb.sql("SELECT 1 FROM sqlite_master WHERE name = 'episode_fts'"):
+        return []
+    rows = odb.sql(
+        f"SELECT {', '.join('e.' + c for c in _COLUMNS)}, bm25(episode_fts) "
+        "FROM episode_fts JOIN episodes AS e ON e.id = episode_fts.rowid "
+        "WHERE episode_fts MATCH ? ORDER BY bm25(episode_fts) LIMIT ?", (match, limit))
+    found = []
+    for row in rows:
+        episode = dict(zip(_NAMES, row[:-1], strict=True))
+        episode["participants"] = json.loads(episode["participants"])
+        episode["tools"] = json.loads(episode["tools"])
+        episode["score"] = round(-float(row[-1]), 6)
+        episode["memoryIds"] = [r[0] for r in odb.sql(
+            "SELECT memory_id FROM episode_memories WHERE episode_id = ? LIMIT 20",
+            (episode["episodeId"],))]
+        found.append(episode)
+    return found

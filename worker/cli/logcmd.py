@@ -1,0 +1,82 @@
+"""``orchmem log``: the execution log, chronologically, a page at a time."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from orchmem.config import MemoryValidationError
+from orchmem.models.execlog import check_run_id
+from orchmem.models.schema import check_memory_id, format_ts, parse_ts
+from orchmem.models.storage.execlog import events_of_memory, read_log
+
+from .common import Cli, emit, json_option, missing_ok_option, orch_option, pass_cli
+from .memory import open_existing
+
+
+@click.command("log")
+@orch_option
+@click.option("--run", "run_id", metavar="R", help="Only this run's events.")
+@click.option("--since", metavar="T", help="Events recorded at or after T (ISO 8601).")
+@click.option("--limit", type=click.IntRange(1, 10_000), default=100, show_default=True,
+              help="Events per page.")
+@click.option("--cursor", type=click.IntRange(0), default=0,
+              help="Continue after this seq (the previous page's nextCursor).")
+@click.option("--memory", "memory_id", metavar="M",
+              help="The events of the steps that produced memory M (its provenance).")
+@missing_ok_option
+@json_option
+@pass_cli
+def log(cli: Cli, orchestrator_id: str, run_id: str | None, since: str | None, limit: int,
+        cursor: int, memory_id: str | None, missing_ok: bool, as_json: bool) -> None:
+    """Replay the execution log of an orchestrator in the order it was appended."""
+    # A bad value, or another orchestrator's run or memory, exits with its error
+    # (the group reports orchmem's errors as one line).
+    if run_id is not None:
+        check_run_id(run_id, orchestrator_id, "--run")
+    if memory_id is not None:
+        check_memory_id(memory_id, orchestrator_id, "--memory")
+    since_ts = _since(since)
+    odb = open_existing(cli.settings, orchestrator_id, as_json, missing_ok)
+    if odb is None:
+        return
+    if memory_id is not None:
+        events, next_cursor = events_of_memory(odb, memory_id), None
+    else:
+        events, next_cursor = read_log(odb, run_id=run_id, since=since_ts, after=cursor,
+                                       limit=limit)
+    data = {"orchestratorId": orchestrator_id, "events": events, "nextCursor": next_cursor}
+    emit(data, as_json, "\n".join([*(_line(e) for e in events),
+                                   f"-- next page: --cursor {next_cursor}" if next_cursor
+                                   else f"-- {len(events)} events, end of log"]))
+
+
+def _since(value: str | None) -> str | None:
+    if value is None:
+        return None
+    try:
+        parsed = parse_ts(value)
+    except ValueError:
+        parsed = None
+    if parsed is None or parsed.tzinfo is None:
+        message = f"--since: {value[:40]!r} is not an ISO 8601 time with a zone"
+        raise MemoryValidationError(message, [{"path": "since", "message": message}])
+    return format_ts(parsed)
+
+
+def _line(event: dict[str, Any]) -> str:
+    what = " ".join(str(event[k]) for k in ("name", "status") if k in event)
+    text = event.get("text") or (f"sha256:{event['digest'][:12]}" if "digest" in event else "")
+    extra = f" data={json.dumps(event['data'], ensure_ascii=False)[:80]}" if "data" in event \
+        else ""
+    checkpoint = f" checkpoint={event['checkpointRef']} v{event['checkpointSchemaVersion']}" \
+        if "checkpointRef" in event else ""
+    return (f"{event['seq']:>8} {event['at']} {event['runId']} "
+            f"{event.get('stepId', '-'):<12} {event['kind']:<11} {what} "
+            f"{' '.join(text.split())[:100]}{extra}{checkpoint}"
+            f"{' [replay]' if event['replay'] else ''}").rstrip()
+
+
+COMMANDS = [log]

@@ -1,0 +1,150 @@
+"""The client's side of the execution log: ``memory.log_event`` and ``memory.run``.
+
+    with memory.run("triage", conversation_id="c-1") as run:
+        with run.step("plan") as step:
+            step.prompt("Plan the fix for ticket 42")
+            step.tool_call("search_tickets", data={"q": "42"}, idempotency_key="t42-search")
+            step.write_back(workflow_output={"output": {"decisions": ["Patch the parser"]}})
+        run.checkpoint("s3://bucket/state/42.json", schema_version=1)
+
+Every event is one message on the one publish path (task ``orchmem.log``, outboxed
+like a write-back), with an idempotency key that is the run's own count of its events
+(``<runId>/<n>``) unless given: replaying a run with the same run id appends nothing
+twice. A step's write-back names the run and the step in its memories' provenance
+(``workflowRunId``/``stepId``), which is how a memory cites its log events
+(``orchmem log --memory``). A run in replay mode marks every event ``replay``: the
+orchestrator must not repeat a tool call's side effects then (``run.replay``).
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from orchmem.models.execlog import digest_of, event_id_for, first_sentence_of, new_run_id
+
+from .handles import WriteHandle
+
+if TYPE_CHECKING:
+    from .client import MemoryClient
+
+
+class RunLog:
+    """One run of a workflow, as its events reach the log (see the module doc)."""
+
+    def __init__(self, client: MemoryClient, name: str | None = None, *,
+                 run_id: str | None = None, replay: bool = False,
+                 conversation_id: str | None = None) -> None:
+        self.client = client
+        self.name = name
+        self.run_id = run_id or new_run_id(client.orchestrator_id)
+        self.replay = replay
+        self.conversation_id = conversation_id
+        self._count = 0
+        #: Every handle of this run's events, in order (``ok`` False: not published).
+        self.handles: list[WriteHandle] = []
+
+    def event(self, kind: str, *, step_id: str | None = None,
+              idempotency_key: str | None = None, **fields: Any) -> str:
+        """Log one event of this run; returns its eventId (known before it is written)."""
+        self._count += 1
+        key = idempotency_key or f"{self.run_id}/{self._count}"
+        event = {"runId": self.run_id, "kind": kind, "idempotencyKey": key,
+                 "replay": self.replay, **({"stepId": step_id} if step_id else {}),
+                 **{_camel(k): v for k, v in fields.items() if v is not None}}
+        self.handles.append(self.client.log_event(events=[event]))
+        return event_id_for(self.client.orchestrator_id, key)
+
+    def __enter__(self) -> RunLog:
+        data = {"conversationId": self.conversation_id} if self.conversation_id else None
+        self.event("run_start", name=self.name, data=data)
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if exc is None:
+            self.event("run_end", status="ok")
+        else:
+            self.event("run_end", status="error",
+                       text=first_sentence_of(f"{type(exc).__name__}: {exc}"))
+
+    def step(self, step_id: str, name: str | None = None) -> StepLog:
+        return StepLog(self, step_id, name)
+
+    def checkpoint(self, ref: str, *, schema_version: int, parent_id: str | None = None,
+                   step_id: str | None = None) -> str:
+        return self.event("checkpoint", step_id=step_id, checkpoint={
+            "ref": ref, "schemaVersion": schema_version,
+            **({"parentId": parent_id} if parent_id else {})})
+
+    def outcome(self, status: str, text: str | None = None) -> str:
+        return self.event("outcome", status=status, text=text)
+
+    def set_replay(self, replay: bool = True) -> str:
+        """Switch replay mode on (or off) from here on, recorded in the log."""
+        self.replay = replay
+        return self.event("replay_mode", status="on" if replay else "off")
+
+    def wait(self, timeout: float = 30.0) -> list[dict[str, Any] | None]:
+        """Wait for every event of this run so far to be written; their results."""
+        return [handle.wait(timeout) for handle in self.handles]
+
+
+class StepLog:
+    """A step of a run: ``step_start``/``step_end`` around the ``with`` block."""
+
+    def __init__(self, run: RunLog, step_id: str, name: str | None) -> None:
+        self.run, self.step_id, self.name = run, step_id, name
+        self.event_id: str | None = None
+
+    def __enter__(self) -> StepLog:
+        self.event_id = self.run.event("step_start", step_id=self.step_id, name=self.name)
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.run.event("step_end", step_id=self.step_id, parent_id=self.event_id,
+                       status="ok" if exc is None else "error")
+
+    def _event(self, kind: str, **fields: Any) -> str:
+        return self.run.event(kind, step_id=self.step_id, parent_id=self.event_id, **fields)
+
+    def prompt(self, text: str, *, actor: str | None = None, keep_text: bool = True) -> str:
+        return self._text("prompt", text, actor, keep_text)
+
+    def response(self, text: str, *, actor: str | None = None, keep_text: bool = True) -> str:
+        return self._text("response", text, actor, keep_text)
+
+    def _text(self, kind: str, text: str, actor: str | None, keep_text: bool) -> str:
+        if keep_text:
+            return self._event(kind, text=text, actor=actor)
+        return self._event(kind, digest=digest_of(text), actor=actor)
+
+    def tool_call(self, name: str, *, data: dict[str, Any] | None = None,
+                  status: str | None = None, idempotency_key: str | None = None,
+                  actor: str | None = None) -> str:
+        return self._event("tool_call", name=name, data=data, status=status, actor=actor,
+                           idempotency_key=idempotency_key)
+
+    def write_back(self, **kwargs: Any) -> WriteHandle:
+        """``memory.write_back`` whose memories cite this run and step: a
+        ``workflow_output`` gets them as ``workflowRunId``/``stepId``, an explicit
+        memory without a source gets a workflow-output source naming them."""
+        run_id = self.run.run_id
+        output = kwargs.get("workflow_output")
+        if isinstance(output, dict):
+            kwargs["workflow_output"] = {"workflowRunId": run_id, "stepId": self.step_id,
+                                         **output}
+        memories = kwargs.get("memories")
+        if isinstance(memories, list | tuple):
+            source = {"sourceType": "workflow_output", "capturedBy": "system",
+                      "workflowRunId": run_id, "stepId": self.step_id}
+            kwargs["memories"] = [{**m, "source": dict(source)}
+                                  if isinstance(m, dict) and "source" not in m else m
+                                  for m in memories]
+        return self.run.client.write_back(**kwargs)
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
