@@ -341,3 +341,16 @@ def test_the_mcp_recall_tool_takes_a_session(client: MemoryClient) -> None:
     found = {m["memoryId"] for m in tools.recall("ferry ticket", session_id="s-a")["memories"]}
     assert mine in found
     assert tools.recall("ferry ticket", session_id="s-b")["memories"] == []
+
+
+def test_reflection_never_takes_a_scoped_or_sensitive_memory_as_a_unit(
+        client: MemoryClient) -> None:
+    from orchmem.models.storage.reflection import units
+
+    plain = write(client, "The office plants are watered on Mondays")
+    kept_out = [write(client, "The session plants note", scope="session", sessionId="s-1"),
+                write(client, "The project plants note", scope="project", projectId="p-1"),
+                write(client, "The confidential plants note", sensitivity="confidential"),
+                write(client, "The plants shed password is Fern-9921")]
+    found = {u.memory_id for u in units(client.databases.open(client.orchestrator_id))}
+    assert plain in found and not found & set(kept_out)
