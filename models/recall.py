@@ -30,6 +30,8 @@ from .intent import favoured_types
 from .memlog import MemoryLog
 from .query_vectors import query_vectors
 from .ranking import Features, Ranked, fuse
+from .recall_time import Asked, after_fusion, both, plan_dump, valid_keep, widened
+from .router import plan as route_plan
 from .schema import (
     MemoryEdge,
     MemoryNode,
@@ -45,6 +47,7 @@ from .schema import (
 from .storage import fts, recall_reads, vectors
 from .storage.contradictions import contradictions
 from .storage.database import Databases, OrchestratorDB
+from .validity import check_as_of
 from .workspace import Workspace
 
 if TYPE_CHECKING:
@@ -112,6 +115,8 @@ class RecallBundle(WireModel):
     candidates: dict[str, int]
     warnings: list[str]
     took_ms: float
+    #: The router's plan and the as-of / latest asked (models/recall_time.py), or None.
+    plan: dict[str, Any] | None = None
 
     @property
     def memory_ids(self) -> list[str]:
@@ -159,6 +164,9 @@ def recall(
     mode: Mode = "hybrid",
     params: RetrievalSettings | None = None,
     now: datetime | None = None,
+    as_of: datetime | str | None = None,
+    latest: bool = False,
+    route: bool = False,
 ) -> RecallBundle:
     """The memories of ``orchestrator_id`` most relevant to ``query``.
 
@@ -166,7 +174,10 @@ def recall(
     retracted memories; ``memory_ids`` restricts the search to those memories;
     ``requester`` is the orchestrator asking (default: the same one); ``mode`` picks
     "hybrid" (default), "vector" or "text"; ``params`` overrides the orchestrator's
-    retrieval settings; ``now`` is the clock for recency.
+    retrieval settings; ``now`` is the clock for recency. ``as_of`` returns what was valid
+    and known at that time (models/validity.py; one in the future is refused),
+    ``latest`` follows Updates chains to their heads, ``route`` applies the router's
+    plan (models/router.py); the bundle's ``plan`` says what was done.
 
     Raises ScopeViolation (logged) for another orchestrator's memory, MemoryValidationError
     for a bad type or query, MemoryCorrupt / MemoryDisabled when the database cannot be
@@ -177,6 +188,8 @@ def recall(
         raise MemoryValidationError(f"query must be a string, got {type(query).__name__}")
     check_scope(databases, orchestrator_id, requester, memory_ids)
     type_values = _check_types(types)
+    clock = now or utc_now()
+    asked = Asked(as_of=check_as_of(as_of, clock), latest=bool(latest))
     odb = databases.open(orchestrator_id, create=False)
     text = textquery.clean_text(query)
     if odb is None:
@@ -187,16 +200,18 @@ def recall(
         raise MemoryValidationError(f"top_n must be in 1..1000, got {limit}")
     if not text.strip():
         return _empty(orchestrator_id, text, mode, started, "empty query")
+    if route:
+        asked = Asked(as_of=asked.as_of, latest=asked.latest, plan=route_plan(text, clock))
     search = _Search(text=text, mode=mode, params=params, limit=limit, types=type_values,
-                     within=memory_ids, statuses=[s.value for s in Status] if include_inactive
-                     else [Status.ACTIVE.value])
+                     within=memory_ids, statuses=asked.statuses(include_inactive), asked=asked)
     warnings: list[str] = []
     # The model runs before the snapshot opens: no read transaction waits on it.
     encoded = _embed(odb, text, warnings) if mode in ("hybrid", "vector") else None
     with odb.read():
-        answer = _answer(odb, search, encoded, now or utc_now(), warnings)
+        answer = _answer(odb, search, encoded, clock, warnings)
     return RecallBundle.model_construct(
         orchestrator_id=orchestrator_id, query=text, mode=mode, warnings=warnings,
+        plan=plan_dump(asked),
         took_ms=round((time.perf_counter() - started) * 1000, 3), **answer)
 
 
@@ -209,6 +224,7 @@ class _Search:
     statuses: list[str]
     types: list[str] | None
     within: Sequence[str] | None
+    asked: Asked
 
 
 def _check_types(types: Sequence[str] | None) -> list[str] | None:
@@ -258,16 +274,31 @@ def _answer(odb: OrchestratorDB, search: _Search, encoded: tuple[np.ndarray, str
                                             ids=[m for m in text_ids if m not in cosines]))
         floor = relevance_floor(cosines, set(text_ids), search.params)
     inputs = recall_reads.rank_inputs(odb, [*{*vector_ids, *text_ids}])
+    rows = {i.memory_id: i.row for i in inputs}
+    as_of = search.asked.as_of
     ranked = fuse(vector_ids, text_ids, _features(odb, inputs), search.params, now,
-                  search.limit, favoured_types(search.text), keep=floor)
-    found = recall_reads.assembly(odb, [r.memory_id for r in ranked],
-                                  {i.memory_id: i.row for i in inputs})
+                  widened(search.limit, search.asked), favoured_types(search.text),
+                  keep=both(floor, valid_keep(rows, as_of) if as_of else None))
+    ranked = after_fusion(odb, ranked, rows, search.asked, lambda ids: _admit(odb, search, ids),
+                          search.limit)
+    found = recall_reads.assembly(odb, [r.memory_id for r in ranked], rows)
     return {
         **_bundle(found, ranked, cosines, {h.memory_id: h.bm25 for h in text_hits}),
         "vector_available": vector_available,
         "candidates": {"vector": len(vector_hits), "text": len(text_hits),
                        "belowFloor": sum(1 for i in inputs if floor and not floor(i.memory_id))},
     }
+
+
+def _admit(odb: OrchestratorDB, search: _Search, ids: list[str]) -> set[str]:
+    """Those of ``ids`` (neighbours the plan adds) that pass the recall's filters."""
+    ok = recall_reads.passing(odb, ids, search.statuses, search.types)
+    if search.within is not None:
+        ok &= set(search.within)
+    if search.asked.as_of and ok:
+        rows = {i.memory_id: i.row for i in recall_reads.rank_inputs(odb, sorted(ok))}
+        ok = {m for m in ok if valid_keep(rows, search.asked.as_of)(m)}
+    return ok
 
 
 def relevance_floor(cosines: dict[str, float], text_ids: set[str],

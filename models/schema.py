@@ -273,11 +273,24 @@ class MemoryInput(WireModel):
     created_at: datetime | None = None
     #: A local name, so that edges in the same request can refer to this memory.
     key: ShortText | None = None
+    #: When it happened or became true (default: when it was said, createdAt), and when
+    #: it stopped being true (open when None). See models/validity.py.
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
 
-    @field_validator("created_at", mode="before")
+    @field_validator("created_at", "valid_from", "valid_to", mode="before")
     @classmethod
     def _created_at(cls, value: Any) -> Any:
         return None if value is None else check_timestamp(value)
+
+    @model_validator(mode="after")
+    def _window(self) -> MemoryInput:
+        start = self.valid_from or self.created_at
+        if self.valid_to is not None and start is not None and self.valid_to < start:
+            raise ValueError(f"validTo {self.valid_to.isoformat()} is before "
+                             f"{'validFrom' if self.valid_from else 'createdAt'} "
+                             f"{start.isoformat()}")
+        return self
 
     @field_validator("content")
     @classmethod
@@ -328,6 +341,11 @@ class MemoryNode(WireModel):
     #: ISO 8601 UTC (``format_ts``), as stored.
     created_at: str
     updated_at: str
+    #: When it became true (None: since createdAt) and stopped being true (None: still is).
+    valid_from: str | None = None
+    valid_to: str | None = None
+    #: Dated phrases of the content resolved against validFrom (models/timeexpr.py).
+    time_refs: list[dict[str, str]] | None = None
 
 
 class MemoryEdge(WireModel):

@@ -34,6 +34,7 @@ from .tables import (
     MemorySourceRow,
     live_rows,
 )
+from .validity_columns import close_window, validity_columns
 
 logger = logging.getLogger(__name__)
 
@@ -135,6 +136,7 @@ def insert_memory(memory_id: str, memory: MemoryInput, *, key: str,
         stated=int(stated),
         created_at=created,
         updated_at=format_ts(now),
+        **validity_columns(memory),
     )
     add_source(memory_id, src, key=key, at=created)
 
@@ -236,13 +238,20 @@ def reinforce(stored: StoredMemory, memory: MemoryInput, *, key: str) -> None:
 
 def set_status(stored: StoredMemory, status: Status, *, reason: str | None, actor: str,
                key: str | None, by: str | None = None) -> None:
-    """Change the status of ``stored`` and audit it (inside a write transaction)."""
-    (MemoryRow.update(status=status.value, updated_at=format_ts(utc_now()))
+    """Change the status of ``stored`` and audit it (inside a write transaction).
+
+    A supersede closes the older memory's window: its validTo becomes the time the newer
+    one (``by``) became true, unless it already had one.
+    """
+    closed = close_window(stored.memory_id, by) if status == Status.SUPERSEDED else None
+    (MemoryRow.update(status=status.value, updated_at=format_ts(utc_now()),
+                      **({"valid_to": closed} if closed else {}))
      .where(MemoryRow.memory_id == stored.memory_id).execute())
     op = {Status.SUPERSEDED: "supersede", Status.RETRACTED: "retract",
           Status.ACTIVE: "reactivate"}[status]
     add_event(op, [stored.memory_id, *([by] if by else [])], before={"status": stored.status},
-              after={"status": status.value, **({"by": by} if by else {})},
+              after={"status": status.value, **({"by": by} if by else {}),
+                     **({"validTo": closed} if closed else {})},
               reason=reason, actor=actor, key=key)
 
 
@@ -263,6 +272,9 @@ def row_to_node(row: MemoryRow, orchestrator_id: str) -> MemoryNode:
         status=Status(row.status),
         created_at=row.created_at,
         updated_at=row.updated_at,
+        valid_from=row.valid_from,
+        valid_to=row.valid_to,
+        time_refs=json.loads(row.time_refs) if row.time_refs else None,
     )
 
 

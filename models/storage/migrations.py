@@ -36,6 +36,7 @@ import peewee
 from ..schema import format_ts, utc_now
 from .backup import restore_backup, take_backup
 from .degraded import mark_degraded
+from .steps_time import up as upgrade_to_4
 from .tables import META_LAST_MIGRATED_AT, META_SCHEMA_VERSION, SCHEMA_VERSION, MetaRow
 
 if TYPE_CHECKING:
@@ -65,7 +66,8 @@ def upgrade_to_2(odb: OrchestratorDB) -> None:
 
 
 #: (version, step) in ascending order; the last version is SCHEMA_VERSION.
-MIGRATIONS: list[tuple[int, Callable[[OrchestratorDB], None]]] = [(2, upgrade_to_2)]
+MIGRATIONS: list[tuple[int, Callable[[OrchestratorDB], None]]] = [(2, upgrade_to_2),
+                                                                  (4, upgrade_to_4)]
 
 
 def schema_version() -> int:

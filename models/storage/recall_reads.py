@@ -33,7 +33,7 @@ from .provenance import CapturedSource
 #: The columns of a node, in the order :func:`_node` reads them.
 _NODE_COLUMNS = ("memory_id, type, importance, content, summary, confidence, status, "
                  "source_type, source_path, conversation_id, workflow_run_id, step_id, "
-                 "captured_by, created_at, updated_at")
+                 "captured_by, created_at, updated_at, valid_from, valid_to, time_refs")
 _IDS = "(SELECT value FROM json_each(?))"
 # The unary + keeps SQLite on the memory_id index: without table statistics it would
 # otherwise scan the status index (measured: 3 ms instead of 0.1 ms at 10k).
@@ -149,4 +149,5 @@ def _node(row: tuple[Any, ...], orchestrator_id: str) -> MemoryNode:
         memory_id=row[0], orchestrator_id=orchestrator_id, type=MemoryType(row[1]),
         importance=row[2], content=row[3], summary=row[4], confidence=row[5],
         status=Status(row[6]), source=_source(row[7:13]), created_at=row[13],
-        updated_at=row[14])
+        updated_at=row[14], valid_from=row[15], valid_to=row[16],
+        time_refs=json.loads(row[17]) if row[17] else None)

@@ -30,7 +30,7 @@ from playhouse.shortcuts import ThreadSafeDatabaseMetadata
 #: In meta. A file with a newer version is refused at open (integrity.py); an older one
 #: is brought up to this version by the numbered steps of migrations.py when a writer
 #: opens it. A DDL change here needs a new step there.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 4
 
 #: Porter stemming over unicode61 with diacritics folded: "café" matches "cafe",
 #: "running" matches "run".
@@ -69,6 +69,11 @@ class MemoryRow(_Table):
     forgotten = IntegerField(default=0)
     created_at = CharField()
     updated_at = CharField()
+    #: Schema 4 (steps_time.py): when it became true (NULL: since created_at), when it
+    #: stopped (NULL: still true), and the dated phrases of its content (JSON list).
+    valid_from = CharField(null=True)
+    valid_to = CharField(null=True)
+    time_refs = TextField(null=True)
 
     class Meta:
         table_name = "memories"

@@ -1,0 +1,44 @@
+"""The time columns of a memory row (schema 4): what an insert writes, what a supersede
+closes. Runs inside the caller's write transaction."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..schema import MemoryInput, format_ts, utc_now
+from ..timeexpr import resolve
+from .tables import MemoryRow
+
+
+def validity_columns(memory: MemoryInput) -> dict[str, Any]:
+    """``valid_from``, ``valid_to`` and ``time_refs`` of a new row.
+
+    validFrom is stored only when given (NULL means "since createdAt"); the dated phrases
+    of the content are resolved against validFrom, else createdAt, else now.
+    """
+    anchor = memory.valid_from or memory.created_at or utc_now()
+    refs = resolve(memory.content, anchor)
+    return {
+        "valid_from": format_ts(memory.valid_from) if memory.valid_from else None,
+        "valid_to": format_ts(memory.valid_to) if memory.valid_to else None,
+        "time_refs": json.dumps([r.dump() for r in refs]) if refs else None,
+    }
+
+
+def _start(row: Any) -> str:
+    return str(row.valid_from or row.created_at)
+
+
+def close_window(older_id: str, newer_id: str | None) -> str | None:
+    """The validTo a supersede gives ``older_id``, or None when it keeps its own.
+
+    The newer memory's start (validFrom, else createdAt), never before the older one's
+    own start; without a newer memory (or when it is unknown), now.
+    """
+    older = MemoryRow.get_or_none(MemoryRow.memory_id == older_id)
+    if older is None or older.valid_to is not None:
+        return None
+    newer = MemoryRow.get_or_none(MemoryRow.memory_id == newer_id) if newer_id else None
+    closed = _start(newer) if newer is not None else format_ts(utc_now())
+    return max(closed, _start(older))
