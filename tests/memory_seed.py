@@ -3,15 +3,17 @@ export / import / backup / migration tests move around."""
 
 from __future__ import annotations
 
-import sqlite3
+import shutil
 from pathlib import Path
 from typing import Any
 
+from orchmem.config import Settings
 from orchmem.models.edits import Forget, Link, Retract, Supersede, apply_edit
 from orchmem.models.embedding import Embedder
 from orchmem.models.reembed import reembed_batch
 from orchmem.models.schema import EdgeInput, MemoryInput, MemoryType, validate
-from orchmem.models.storage.database import OrchestratorDB
+from orchmem.models.storage.database import Databases, OrchestratorDB
+from orchmem.models.storage.migrations import downgrade
 from orchmem.models.writeback import write_memories
 
 #: One source of each type (the ingest one gets its path in the workspace).
@@ -74,10 +76,19 @@ def seed(odb: OrchestratorDB, embedder: Embedder) -> dict[str, str]:
     return ids
 
 
-def as_schema_1(path: Path) -> None:
-    """Turn a current memory.db back into the file release 89b6483 (schema 1) wrote
-    (test_migrations.py checks that stand-in against tests/data/memory_db_schema_v1.json)."""
-    with sqlite3.connect(path) as conn:
-        conn.execute("DROP TABLE memory_event_ids")
-        conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
-    conn.close()
+def as_schema(settings: Settings, orchestrator_id: str, version: int = 1) -> Path:
+    """Turn the orchestrator's current memory.db back into the file an earlier release
+    wrote, by the migrations' own down steps (test_migrations.py checks the result
+    against tests/data/memory_db_schema_v<version>.json). The backup the downgrade
+    takes is removed: that release's file had none. Returns the file's path."""
+    databases = Databases(settings)
+    odb = databases.open(orchestrator_id, create=False, migrate_up=False)
+    assert odb is not None
+    try:
+        downgrade(odb, version)
+        with odb.bound():
+            odb.db.execute_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        databases.close_all()
+    shutil.rmtree(odb.workspace.backups_dir, ignore_errors=True)
+    return odb.workspace.db_path

@@ -226,8 +226,10 @@ class Databases:
     def workspace(self, orchestrator_id: str) -> Workspace:
         return Workspace.for_orchestrator(self.settings, orchestrator_id)
 
-    def open(self, orchestrator_id: str, *, create: bool = True) -> OrchestratorDB | None:
+    def open(self, orchestrator_id: str, *, create: bool = True,
+             migrate_up: bool = True) -> OrchestratorDB | None:
         """The orchestrator's database, or None when it does not exist and ``create`` is False.
+        ``migrate_up=False`` leaves an older file's schema alone (``orchmem migrate --to``).
 
         Raises MemoryDisabled (switched off, or disabled after corruption), MemoryCorrupt
         (integrity check failed now), MemoryValidationError (an id that differs only in
@@ -274,7 +276,7 @@ class Databases:
                 verify(odb)
                 # A degraded orchestrator is not migrated again at every open: only
                 # `orchmem migrate` retries (degraded.py).
-                if not self.readonly and degraded_info(workspace) is None:
+                if not self.readonly and migrate_up and degraded_info(workspace) is None:
                     migrate(odb)
             except BaseException:
                 odb.close()  # a connection left open would pin SQLite's view of the file

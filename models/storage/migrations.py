@@ -18,6 +18,14 @@ the backup is restored over the file (belt and braces: it is the same content), 
 the orchestrator is marked degraded (degraded.py): reads work, writes are refused
 until ``orchmem migrate`` succeeds. Re-running on a current file does nothing.
 
+Every step is reversible: a :class:`Step` has an ``up`` and a ``down`` that exactly
+undoes it (drops what ``up`` added; rows of the kept tables are never dropped).
+:func:`downgrade` runs the ``down`` steps newest first, with the same backup, single
+transaction and check, so a file can go back to an earlier release (``orchmem migrate
+--to N``, with the workers stopped: the next writer of this release migrates it up
+again). The tests build every older file this way and compare it with the schema that
+release really wrote (tests/data/).
+
 A step's DDL is written out here as that release had it, not taken from the table
 classes: the classes describe the newest schema, a step must keep describing its own.
 Readers never migrate (their files are opened read-only); the storage reads that use
@@ -28,6 +36,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -36,7 +45,7 @@ import peewee
 from ..schema import format_ts, utc_now
 from .backup import restore_backup, take_backup
 from .degraded import mark_degraded
-from .steps_time import up as upgrade_to_4
+from . import steps_time
 from .tables import META_LAST_MIGRATED_AT, META_SCHEMA_VERSION, SCHEMA_VERSION, MetaRow
 
 if TYPE_CHECKING:
@@ -65,9 +74,23 @@ def upgrade_to_2(odb: OrchestratorDB) -> None:
         odb.db.execute_sql(statement)
 
 
-#: (version, step) in ascending order; the last version is SCHEMA_VERSION.
-MIGRATIONS: list[tuple[int, Callable[[OrchestratorDB], None]]] = [(2, upgrade_to_2),
-                                                                  (4, upgrade_to_4)]
+def downgrade_from_2(odb: OrchestratorDB) -> None:
+    """Schema 1 had no ``memory_event_ids`` (its index goes with it)."""
+    odb.db.execute_sql('DROP TABLE IF EXISTS "memory_event_ids"')
+
+
+@dataclass(frozen=True)
+class Step:
+    """``up`` turns a ``version - 1`` file into a ``version`` one; ``down`` undoes it."""
+
+    version: int
+    up: Callable[[OrchestratorDB], None]
+    down: Callable[[OrchestratorDB], None]
+
+
+#: The steps in ascending order; the last version is SCHEMA_VERSION.
+MIGRATIONS: list[Step] = [Step(2, upgrade_to_2, downgrade_from_2),
+                          Step(4, steps_time.up, steps_time.down)]
 
 
 def schema_version() -> int:
@@ -80,16 +103,21 @@ def pending(odb: OrchestratorDB) -> list[int]:
     """The step versions ``odb``'s file still needs (empty when current)."""
     with odb.bound():
         current = schema_version()
-    return [version for version, _ in MIGRATIONS if version > current]
+    return [step.version for step in MIGRATIONS if step.version > current]
 
 
 #: Tables whose rows a migration must keep, one for one.
 _KEPT = ("memories", "memory_sources", "memory_edges", "memory_events", "memory_embeddings")
 
 
-def _counts(odb: OrchestratorDB) -> dict[str, int]:
+#: Kept tables that did not exist yet at an older version (none so far: every table of
+#: _KEPT is in schema 1). A step that adds one names it here for the versions before it.
+_KEPT_BELOW: dict[int, tuple[str, ...]] = {}
+
+
+def _counts(odb: OrchestratorDB, tables: tuple[str, ...] = _KEPT) -> dict[str, int]:
     return {t: int(odb.db.execute_sql(f"SELECT count(*) FROM {t}").fetchone()[0])
-            for t in _KEPT}
+            for t in tables}
 
 
 def check_migrated(odb: OrchestratorDB, before: dict[str, int]) -> None:
@@ -100,8 +128,8 @@ def check_migrated(odb: OrchestratorDB, before: dict[str, int]) -> None:
         odb.db.execute_sql("INSERT INTO memory_fts(memory_fts) VALUES ('integrity-check')")
     except peewee.DatabaseError as exc:
         problems.append(f"memory_fts: {exc}")
-    after = _counts(odb)
-    problems += [f"{t}: {before[t]} rows before, {after[t]} after" for t in _KEPT
+    after = _counts(odb, tuple(before))
+    problems += [f"{t}: {before[t]} rows before, {after[t]} after" for t in before
                  if before[t] != after[t]]
     if problems:
         raise MigrationFailed("; ".join(problems[:5]))
@@ -117,16 +145,20 @@ def _run_steps(odb: OrchestratorDB) -> tuple[int, list[int]]:
     with odb.write():
         current = schema_version()
         before = _counts(odb)
-        for version, step in MIGRATIONS:
-            if version > current:
-                step(odb)
-                applied.append(version)
+        for step in MIGRATIONS:
+            if step.version > current:
+                step.up(odb)
+                applied.append(step.version)
         if applied:
             check_migrated(odb, before)
-            for key, value in ((META_SCHEMA_VERSION, str(applied[-1])),
-                               (META_LAST_MIGRATED_AT, format_ts(utc_now()))):
-                MetaRow.insert(key=key, value=value).on_conflict_replace().execute()
+            _record_version(applied[-1])
     return current, applied
+
+
+def _record_version(version: int) -> None:
+    for key, value in ((META_SCHEMA_VERSION, str(version)),
+                       (META_LAST_MIGRATED_AT, format_ts(utc_now()))):
+        MetaRow.insert(key=key, value=value).on_conflict_replace().execute()
 
 
 def migrate(odb: OrchestratorDB) -> list[int]:
@@ -161,3 +193,29 @@ def _fail(odb: OrchestratorDB, backup: Path, found: int, exc: Exception) -> None
     odb.log.write("migration_failed", error=str(exc)[:500], backup=str(backup),
                   fromVersion=found, toVersion=SCHEMA_VERSION)
     logger.error("memory of %s is degraded: %s", odb.orchestrator_id, reason)
+
+
+def downgrade(odb: OrchestratorDB, to_version: int) -> list[int]:
+    """Undo the steps above ``to_version`` on a writer's ``odb`` (opened without
+    migrating), newest first, after a backup and in one checked transaction; returns
+    the versions undone (empty when the file is already at or below ``to_version``).
+    Raises MigrationFailed (nothing changed) or ValueError for an unknown version."""
+    if not 1 <= to_version <= SCHEMA_VERSION:
+        raise ValueError(f"schema version {to_version} is not between 1 and {SCHEMA_VERSION}")
+    with odb.bound():
+        found = schema_version()
+    if found <= to_version:
+        return []
+    backup = take_backup(odb, f"predowngrade-v{found}")
+    undone: list[int] = []
+    with odb.write():
+        before = _counts(odb, _KEPT_BELOW.get(to_version, _KEPT))
+        for step in reversed(MIGRATIONS):
+            if to_version < step.version <= found:
+                step.down(odb)
+                undone.append(step.version)
+        check_migrated(odb, before)
+        _record_version(to_version)
+    odb.log.write("schema_downgraded", version=to_version, fromVersion=found,
+                  backup=str(backup))
+    return undone

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from memory_seed import as_schema_1, seed
+from memory_seed import as_schema, seed
 from orchmem_testing import WorkerProcess, make_settings
 
 from orchmem.config import MemoryDegraded, Settings
@@ -66,7 +66,7 @@ def legacy(tmp_path: Path, embedder: Embedder) -> Iterator[dict[str, Any]]:
     export_jsonl(odb, tmp_path / "before")
     before = ranks(settings)
     databases.close_all()
-    as_schema_1(odb.workspace.db_path)
+    as_schema(settings, ORCH, 1)
     assert schema(odb.workspace.db_path) == json.loads(SCHEMA_1.read_text())["schema"]
     yield {"settings": settings, "workspace": odb.workspace, "ranks": before,
            "export": tmp_path / "before", "tmp": tmp_path}
@@ -94,7 +94,8 @@ def test_a_v1_file_migrates_with_everything_intact_and_recall_finds_the_same(
     again = Databases(legacy["settings"]).open(ORCH)  # re-running: a no-op
     assert again is not None and len(list_backups(legacy["workspace"])) == 1
     migrated = [r for r in read_log(odb.workspace.log_path) if r["event"] == "schema_migrated"]
-    assert [(r["version"], r["fromVersion"]) for r in migrated] == [(2, 1)]
+    assert [(r["version"], r["fromVersion"]) for r in migrated] == \
+        [(step.version, 1) for step in migrations.MIGRATIONS]
 
 
 def fails_after_its_ddl(odb: OrchestratorDB) -> None:
@@ -112,7 +113,8 @@ def loses_a_row(odb: OrchestratorDB) -> None:
                                           (loses_a_row, "memory_sources: 9 rows before, 8")])
 def test_a_failed_migration_restores_the_file_and_degrades_to_read_only(
         legacy: Any, monkeypatch: pytest.MonkeyPatch, step: Any, message: str) -> None:
-    monkeypatch.setattr(migrations, "MIGRATIONS", [(2, step)])
+    monkeypatch.setattr(migrations, "MIGRATIONS",
+                        [migrations.Step(2, step, migrations.downgrade_from_2)])
     odb = Databases(legacy["settings"]).open(ORCH)
     assert odb is not None
     assert schema(odb.workspace.db_path) == json.loads(SCHEMA_1.read_text())["schema"]
@@ -135,7 +137,7 @@ def test_a_failed_migration_restores_the_file_and_degrades_to_read_only(
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["orchestrators"][ORCH]["status"] == "migrated"
     odb = Databases(legacy["settings"]).open(ORCH)
-    assert odb is not None and odb.meta("schema_version") == "2"
+    assert odb is not None and odb.meta("schema_version") == str(SCHEMA_VERSION)
     write_memories(odb, key="w1", task="t", memories=[memory])
     assert stats(odb)["degraded"] is None
 
@@ -146,7 +148,8 @@ def test_migrate_dry_run_and_all(legacy: Any) -> None:
     result = runner.invoke(main, ["--root", root, "migrate", "--all", "--dry-run", "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["orchestrators"][ORCH] == {
-        "status": "would migrate", "schemaVersion": 1, "steps": [2]}
+        "status": "would migrate", "schemaVersion": 1,
+        "steps": [step.version for step in migrations.MIGRATIONS]}
     assert list_backups(legacy["workspace"]) == []
     result = runner.invoke(main, ["--root", root, "migrate", "--all", "--json"])
     assert json.loads(result.output)["orchestrators"][ORCH]["status"] == "migrated"
@@ -158,7 +161,8 @@ def test_migrate_dry_run_and_all(legacy: Any) -> None:
 
 def test_a_write_to_a_degraded_memory_is_refused_and_stays_in_the_outbox(
         legacy: Any, monkeypatch: pytest.MonkeyPatch, isolated: Any) -> None:
-    monkeypatch.setattr(migrations, "MIGRATIONS", [(2, fails_after_its_ddl)])
+    monkeypatch.setattr(migrations, "MIGRATIONS", [
+        migrations.Step(2, fails_after_its_ddl, migrations.downgrade_from_2)])
     odb = Databases(legacy["settings"]).open(ORCH)  # the failed migration: degraded
     assert odb is not None and odb.workspace.degraded_marker.exists()
     settings = isolated(shards=1)  # the same root, with a broker and a real worker
@@ -182,3 +186,35 @@ def test_a_write_to_a_degraded_memory_is_refused_and_stays_in_the_outbox(
         assert [n.memory.content for n in client.recall("office").nodes]  # reads work
     finally:
         worker.stop()
+
+
+def test_migrate_to_an_earlier_version_and_back_up_again(legacy: Any) -> None:
+    """``orchmem migrate --to N``: the down steps, with a backup, then the file that
+    release wrote; a plain ``migrate`` brings it back with everything intact."""
+    root, workspace = str(legacy["settings"].root), legacy["workspace"]
+    runner = CliRunner()
+    assert runner.invoke(main, ["--root", root, "migrate", "--orch", ORCH]).exit_code == 0
+    result = runner.invoke(main, ["--root", root, "migrate", "--orch", ORCH, "--to", "1",
+                                  "--dry-run", "--json"])
+    assert json.loads(result.output)["orchestrators"][ORCH] == {
+        "status": "would downgrade", "schemaVersion": SCHEMA_VERSION,
+        "steps": [step.version for step in reversed(migrations.MIGRATIONS)]}
+    result = runner.invoke(main, ["--root", root, "migrate", "--orch", ORCH, "--to", "1",
+                                  "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["orchestrators"][ORCH]["status"] == "downgraded"
+    assert schema(workspace.db_path) == json.loads(SCHEMA_1.read_text())["schema"]
+    assert [b.reason for b in list_backups(workspace)][-1] == f"predowngrade-v{SCHEMA_VERSION}"
+    again = runner.invoke(main, ["--root", root, "migrate", "--orch", ORCH, "--to", "1",
+                                 "--json"])
+    assert json.loads(again.output)["orchestrators"][ORCH]["status"] == "current"
+    wrong = runner.invoke(main, ["--root", root, "migrate", "--orch", ORCH, "--to",
+                                 str(SCHEMA_VERSION + 1)])
+    assert wrong.exit_code == 2 and "--to" in wrong.output
+
+    result = runner.invoke(main, ["--root", root, "migrate", "--orch", ORCH, "--json"])
+    assert json.loads(result.output)["orchestrators"][ORCH]["status"] == "migrated"
+    odb = Databases(legacy["settings"]).open(ORCH)
+    assert odb is not None
+    same_export(odb, legacy, "round-trip")
+    assert ranks(legacy["settings"]) == legacy["ranks"]

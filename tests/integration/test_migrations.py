@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from memory_seed import as_schema
 from orchmem_testing import make_settings
 
 from orchmem.config import StorageError
@@ -26,7 +27,7 @@ from orchmem.models.memlog import read_log
 from orchmem.models.schema import MemoryInput, validate
 from orchmem.models.storage import memories
 from orchmem.models.storage.database import Databases, OrchestratorDB
-from orchmem.models.storage.migrations import MIGRATIONS
+from orchmem.models.storage.migrations import MIGRATIONS, downgrade
 from orchmem.models.storage.tables import SCHEMA_VERSION
 from orchmem.models.writeback import write_memories
 
@@ -55,14 +56,6 @@ def seed(odb: OrchestratorDB) -> dict[str, str]:
     apply_edit(odb, Link(op="link", from_memory_id=ids["city"], to_memory_id=ids["new_tool"],
                          edge_type="RelatedTo", reason="same team"), key="e2", task="edit")
     return ids
-
-
-def as_schema_1(path: Path) -> None:
-    """Turn ``path`` back into the file the previous release would have written."""
-    with sqlite3.connect(path) as conn:
-        conn.execute("DROP TABLE memory_event_ids")
-        conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
-    conn.close()
 
 
 def schema(path: Path) -> list[str]:
@@ -108,7 +101,7 @@ def legacy(tmp_path: Path) -> Iterator[dict[str, Any]]:
     made.close_all()
     current = make_settings(tmp_path / "current", "")
     shutil.copytree(settings.root / "orchestrators", current.root / "orchestrators")
-    as_schema_1(odb.workspace.db_path)
+    as_schema(settings, ORCH, 1)
     yield {"registry": lambda **kw: Databases(settings, **kw), "path": odb.workspace.db_path,
            "ids": ids, "answers": before, "current": lambda: Databases(current)}
 
@@ -123,16 +116,16 @@ def test_a_schema_1_file_is_migrated_once_by_a_writer_and_answers_the_same(
     registry, path = legacy["registry"], legacy["path"]
     ids, before = legacy["ids"], legacy["answers"]
     odb = registry().open(ORCH)
-    assert odb.meta("schema_version") == str(SCHEMA_VERSION) == "2"
+    assert odb.meta("schema_version") == str(SCHEMA_VERSION)
     indexed, named = pairs(path)
     assert indexed == named and len(named) > len(ids)  # some events name two memories
     assert answers(odb, ids) == before
     log = [r for r in read_log(odb.workspace.log_path) if r["event"] == "schema_migrated"]
-    assert [r["version"] for r in log] == [2]
+    assert [r["version"] for r in log] == [step.version for step in MIGRATIONS]
 
     odb.close()
     again = registry().open(ORCH)
-    assert pairs(path)[0] == indexed and again.meta("schema_version") == "2"
+    assert pairs(path)[0] == indexed and again.meta("schema_version") == str(SCHEMA_VERSION)
     assert len([r for r in read_log(odb.workspace.log_path)
                 if r["event"] == "schema_migrated"]) == 1
     fresh = registry().workspace("fresh-one")
@@ -176,5 +169,49 @@ def test_a_file_newer_than_this_release_is_still_refused(legacy: Any) -> None:
 
 
 def test_the_migrations_are_numbered_in_order_up_to_the_schema_version() -> None:
-    versions = [v for v, _ in MIGRATIONS]
-    assert versions == list(range(2, SCHEMA_VERSION + 1))
+    versions = [step.version for step in MIGRATIONS]
+    # Ascending and unique, ending at SCHEMA_VERSION. Branches take their numbers ahead
+    # of the merge (issue 18a's 4 before issue 16's 3), so a branch may have a gap.
+    assert versions == sorted(set(versions)) and versions[0] == 2
+    assert versions[-1] == SCHEMA_VERSION
+
+
+SNAPSHOTS = {int(p.stem.rsplit("_v", 1)[1]): p
+             for p in SCHEMA_1.parent.glob("memory_db_schema_v*.json")}
+
+
+@pytest.mark.parametrize("version", sorted(SNAPSHOTS))
+def test_the_down_steps_give_back_the_schema_each_release_wrote_and_up_again_the_new_one(
+        tmp_path: Path, version: int) -> None:
+    settings = make_settings(tmp_path / "root", "")
+    made = Databases(settings)
+    odb = made.open(ORCH)
+    assert odb is not None
+    ids = seed(odb)
+    before = answers(odb, ids)
+    made.close_all()
+    path = as_schema(settings, ORCH, version)
+    assert schema(path) == json.loads(SNAPSHOTS[version].read_text())["schema"]
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'"
+                            ).fetchone() == (str(version),)
+    conn.close()
+    again = Databases(settings)
+    upgraded = again.open(ORCH)
+    assert upgraded is not None and answers(upgraded, ids) == before
+    again.open("fresh-one")
+    assert schema(path) == schema(again.workspace("fresh-one").db_path)
+    again.close_all()
+
+
+def test_a_downgrade_to_a_version_this_release_does_not_know_is_refused(
+        tmp_path: Path) -> None:
+    settings = make_settings(tmp_path / "root", "")
+    made = Databases(settings)
+    odb = made.open(ORCH)
+    assert odb is not None
+    for wrong in (0, SCHEMA_VERSION + 1):
+        with pytest.raises(ValueError, match="not between 1 and"):
+            downgrade(odb, wrong)
+    assert downgrade(odb, SCHEMA_VERSION) == []
+    made.close_all()

@@ -39,7 +39,7 @@ def main(root: str, orchestrator_id: str, point: str) -> None:
             migrations.upgrade_to_2(odb)
             die()
 
-        migrations.MIGRATIONS = [(2, step_then_die)]
+        migrations.MIGRATIONS = [migrations.Step(2, step_then_die, migrations.downgrade_from_2)]
     elif point == "check":
         migrations.check_migrated = die  # type: ignore[assignment]
     elif point == "commit":

@@ -12,13 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from memory_seed import as_schema_1, seed
+from memory_seed import as_schema, seed
 from orchmem_testing import make_settings
 
 from orchmem.models.embedding import Embedder
 from orchmem.models.export import FILES, export_jsonl
 from orchmem.models.storage.backup import check_backup, list_backups
 from orchmem.models.storage.database import Databases
+from orchmem.models.storage.tables import SCHEMA_VERSION
 
 ORCH = "killed-upgrade"
 HELPER = Path(__file__).with_name("migration_kill_helper.py")
@@ -34,10 +35,8 @@ def template(tmp_path_factory: pytest.TempPathFactory, embedder: Embedder) -> di
     assert odb is not None
     seed(odb, embedder)
     export_jsonl(odb, base / "export")
-    with odb.bound():
-        odb.db.execute_sql("PRAGMA wal_checkpoint(TRUNCATE)")
     databases.close_all()
-    as_schema_1(odb.workspace.db_path)
+    as_schema(settings, ORCH, 1)
     return {"db": odb.workspace.db_path.read_bytes(), "export": base / "export"}
 
 
@@ -69,7 +68,7 @@ def test_a_migration_killed_at_any_point_is_finished_by_the_next_open(
     assert (len(partial) == 1) == (point == "backup")
 
     odb = Databases(settings).open(ORCH)
-    assert odb is not None and odb.meta("schema_version") == "2"
+    assert odb is not None and odb.meta("schema_version") == str(SCHEMA_VERSION)
     export_jsonl(odb, tmp_path / "after")
     for kind in FILES:
         assert (tmp_path / "after" / FILES[kind]).read_bytes() == \

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from orchmem.config import MemoryNotFound, OrchmemError
+from orchmem.config import MemoryNotFound, OrchmemError, Settings
 from orchmem.models.embedding import get_embedder
 from orchmem.models.rebuild import rebuild as rebuild_parts
 from orchmem.models.storage.backup import (
@@ -20,7 +20,8 @@ from orchmem.models.storage.backup import (
 )
 from orchmem.models.storage.database import Databases, OrchestratorDB, known_orchestrators
 from orchmem.models.storage.degraded import clear_degraded, degraded_info
-from orchmem.models.storage.migrations import pending
+from orchmem.models.storage.migrations import MIGRATIONS, MigrationFailed, downgrade, pending
+from orchmem.models.storage.tables import SCHEMA_VERSION
 from orchmem.models.workspace import Workspace
 from orchmem.tasks.bulletin import write_bulletin
 
@@ -158,43 +159,71 @@ def restore(cli: Cli, orchestrator_id: str, backup_file: str, as_json: bool) -> 
 @click.command()
 @click.option("--orch", "orchestrator_id", metavar="ID", help="The orchestratorId.")
 @click.option("--all", "every", is_flag=True, help="Every orchestrator under the root.")
+@click.option("--to", "to_version", type=click.IntRange(1, SCHEMA_VERSION), metavar="N",
+              help=f"Go back down to schema N (1..{SCHEMA_VERSION}), to run an earlier "
+                   "release on the files. Stop the workers first; a writer of this "
+                   "release migrates the files up again when it opens them.")
 @click.option("--dry-run", is_flag=True, help="Only say which steps each one needs.")
 @json_option
 @pass_cli
-def migrate(cli: Cli, orchestrator_id: str | None, every: bool, dry_run: bool,
-            as_json: bool) -> None:
+def migrate(cli: Cli, orchestrator_id: str | None, every: bool, to_version: int | None,
+            dry_run: bool, as_json: bool) -> None:
     """Bring memory files up to this release's schema (backup first, one transaction,
-    checked). Also clears degraded mode and tries again after a failed migration."""
-    settings = cli.settings
+    checked). Also clears degraded mode and tries again after a failed migration.
+    With --to N, undo the steps above N instead (the same backup, transaction, check)."""
     report: dict[str, Any] = {}
-    failed = False
     for target in _targets(cli, orchestrator_id, every):
-        readers = Databases(settings, readonly=True)
-        odb = readers.open(target, create=False)
-        if odb is None:
-            report[target] = {"status": "empty"}
-            continue
-        steps = pending(odb)
-        version = int(odb.meta("schema_version") or 0)
-        readers.close_all()
-        if dry_run or not steps:
-            report[target] = {"status": "would migrate" if steps else "current",
-                              "schemaVersion": version, "steps": steps}
-            continue
-        workspace = Workspace.for_orchestrator(settings, target)
-        clear_degraded(workspace)
-        writers = Databases(settings)
-        writers.open(target, create=False)
-        writers.close_all()
-        info = degraded_info(workspace)
-        failed = failed or info is not None
-        report[target] = ({"status": "degraded", **info} if info else
-                          {"status": "migrated", "fromVersion": version, "steps": steps})
+        report[target] = (_migrate_one(cli.settings, target, dry_run) if to_version is None
+                          else _downgrade_one(cli.settings, target, to_version, dry_run))
+    failed = any(r["status"] in ("degraded", "failed") for r in report.values())
     emit({"ok": not failed, "orchestrators": report}, as_json,
          "\n".join(f"{o}: " + ", ".join(f"{k} {v}" for k, v in r.items())
                    for o, r in report.items()) or "no orchestrators")
     if failed:
         raise SystemExit(1)
+
+
+def _migrate_one(settings: Settings, target: str, dry_run: bool) -> dict[str, Any]:
+    readers = Databases(settings, readonly=True)
+    odb = readers.open(target, create=False)
+    if odb is None:
+        return {"status": "empty"}
+    steps = pending(odb)
+    version = int(odb.meta("schema_version") or 0)
+    readers.close_all()
+    if dry_run or not steps:
+        return {"status": "would migrate" if steps else "current",
+                "schemaVersion": version, "steps": steps}
+    workspace = Workspace.for_orchestrator(settings, target)
+    clear_degraded(workspace)
+    writers = Databases(settings)
+    writers.open(target, create=False)
+    writers.close_all()
+    info = degraded_info(workspace)
+    return ({"status": "degraded", **info} if info else
+            {"status": "migrated", "fromVersion": version, "steps": steps})
+
+
+def _downgrade_one(settings: Settings, target: str, to_version: int,
+                   dry_run: bool) -> dict[str, Any]:
+    writers = Databases(settings)
+    try:
+        odb = writers.open(target, create=False, migrate_up=False)
+        if odb is None:
+            return {"status": "empty"}
+        version = int(odb.meta("schema_version") or 0)
+        steps = [s.version for s in reversed(MIGRATIONS) if to_version < s.version <= version]
+        if dry_run or not steps:
+            return {"status": "would downgrade" if steps else "current",
+                    "schemaVersion": version, "steps": steps}
+        try:
+            downgrade(odb, to_version)
+        except MigrationFailed as exc:
+            return {"status": "failed", "schemaVersion": version, "error": str(exc)}
+        return {"status": "downgraded", "fromVersion": version, "schemaVersion": to_version,
+                "steps": steps}
+    finally:
+        writers.close_all()
 
 
 COMMANDS = [rebuild, backup, restore, migrate]
