@@ -43,9 +43,9 @@ from typing import TYPE_CHECKING
 import peewee
 
 from ..schema import format_ts, utc_now
+from . import steps_time
 from .backup import restore_backup, take_backup
 from .degraded import mark_degraded
-from . import steps_time
 from .tables import META_LAST_MIGRATED_AT, META_SCHEMA_VERSION, SCHEMA_VERSION, MetaRow
 
 if TYPE_CHECKING:
