@@ -34,7 +34,7 @@ from .tables import (
     MemorySourceRow,
     live_rows,
 )
-from .validity_columns import close_window, validity_columns
+from .validity_columns import close_window, memory_fields, validity_columns
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ def _active_of(memory_type: str) -> Any:
 
 def get(memory_id: str) -> StoredMemory | None:
     """The stored state of ``memory_id``, or None (inside a bound block)."""
-    row = MemoryRow.get_or_none(MemoryRow.memory_id == memory_id)
+    row = MemoryRow.select(*memory_fields()).where(MemoryRow.memory_id == memory_id).first()
     return None if row is None else _stored(row)
 
 
@@ -283,7 +283,7 @@ def list_memories(odb: OrchestratorDB, *, status: Status | None = Status.ACTIVE,
                   offset: int = 0) -> list[MemoryNode]:
     """Memories newest first, filtered by status (None = any) and types."""
     with odb.read():
-        query = MemoryRow.select().where(live_rows())
+        query = MemoryRow.select(*memory_fields()).where(live_rows())
         if status is not None:
             query = query.where(MemoryRow.status == status.value)
         if types:
@@ -298,6 +298,6 @@ def get_nodes(odb: OrchestratorDB, memory_ids: Sequence[str]) -> list[MemoryNode
     if not memory_ids:
         return []
     with odb.read():
-        rows = {r.memory_id: r for r in MemoryRow.select().where(
+        rows = {r.memory_id: r for r in MemoryRow.select(*memory_fields()).where(
             MemoryRow.memory_id.in_(list(memory_ids)), live_rows())}
     return [row_to_node(rows[m], odb.orchestrator_id) for m in memory_ids if m in rows]

@@ -29,18 +29,22 @@ from ..schema import (
 )
 from .database import OrchestratorDB
 from .provenance import CapturedSource
+from .validity_columns import NO_TIME_COLUMNS_SQL, TIME_COLUMNS_SQL, has_time
 
 #: The columns of a node, in the order :func:`_node` reads them.
 _NODE_COLUMNS = ("memory_id, type, importance, content, summary, confidence, status, "
                  "source_type, source_path, conversation_id, workflow_run_id, step_id, "
-                 "captured_by, created_at, updated_at, valid_from, valid_to, time_refs")
+                 "captured_by, created_at, updated_at, ")
 _IDS = "(SELECT value FROM json_each(?))"
 # The unary + keeps SQLite on the memory_id index: without table statistics it would
 # otherwise scan the status index (measured: 3 ms instead of 0.1 ms at 10k).
 _PASSING = (f"SELECT memory_id FROM memories WHERE memory_id IN {_IDS} AND +forgotten = 0 "
             f"AND +status IN {_IDS}")
 _PASSING_TYPES = f"{_PASSING} AND +type IN {_IDS}"
-_NODES = f"SELECT {_NODE_COLUMNS} FROM memories WHERE memory_id IN {_IDS}"
+#: A file written before schema 4 has no time columns (a reader never migrates it).
+_NODES = {True: f"SELECT {_NODE_COLUMNS}{TIME_COLUMNS_SQL} FROM memories WHERE memory_id IN {_IDS}",
+          False: f"SELECT {_NODE_COLUMNS}{NO_TIME_COLUMNS_SQL} FROM memories "
+          f"WHERE memory_id IN {_IDS}"}
 _EDGES = ("SELECT edge_id, from_memory_id, to_memory_id, edge_type, weight, reason, created_at "
           f"FROM memory_edges WHERE from_memory_id IN {_IDS} OR to_memory_id IN {_IDS} "
           "ORDER BY edge_id")
@@ -104,7 +108,7 @@ def rank_inputs(odb: OrchestratorDB, ids: Sequence[str]) -> list[RankInputs]:
     if not ids:
         return []
     return [RankInputs(row[0], row[2], row[5], row[13], row[1], row)
-            for row in odb.sql(_NODES, (_json(ids),))]
+            for row in odb.sql(_NODES[has_time(odb)], (_json(ids),))]
 
 
 def assembly(odb: OrchestratorDB, ids: Sequence[str],
@@ -121,7 +125,7 @@ def assembly(odb: OrchestratorDB, ids: Sequence[str],
     missing = [m for m in ids if m not in known]
     found = [known[m] for m in ids if m in known]
     if missing:
-        found += odb.sql(_NODES, (_json(missing),))
+        found += odb.sql(_NODES[has_time(odb)], (_json(missing),))
     nodes = {row[0]: _node(row, odb.orchestrator_id) for row in found}
     listed = _json(ids)
     edges = [MemoryEdge.model_construct(

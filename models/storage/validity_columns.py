@@ -1,14 +1,44 @@
 """The time columns of a memory row (schema 4): what an insert writes, what a supersede
-closes. Runs inside the caller's write transaction."""
+closes, and which columns a read may name.
+
+Writes run inside the caller's write transaction (a writer's file is always current).
+A reader may hold a file no writer has migrated yet (readers never migrate): its reads
+name only the columns that file has (:func:`memory_fields`, :data:`TIME_COLUMNS_SQL`),
+and the time of its memories reads as unknown (None).
+"""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+from peewee import Field
+
 from ..schema import MemoryInput, format_ts, utc_now
 from ..timeexpr import resolve
-from .tables import MemoryRow
+from .database import OrchestratorDB
+from .migrations import schema_version
+from .steps_time import VERSION as TIME_SCHEMA
+from .tables import META_SCHEMA_VERSION, MemoryRow
+
+_TIME_NAMES = frozenset({"valid_from", "valid_to", "time_refs"})
+#: The time columns in a SELECT list, for a file that has them and for one that has not.
+TIME_COLUMNS_SQL = "valid_from, valid_to, time_refs"
+NO_TIME_COLUMNS_SQL = "NULL, NULL, NULL"
+
+
+def memory_fields() -> list[Field]:
+    """The fields of ``MemoryRow`` the bound file has (inside a bound block)."""
+    fields = MemoryRow._meta.sorted_fields
+    if schema_version() >= TIME_SCHEMA:
+        return list(fields)
+    return [f for f in fields if f.column_name not in _TIME_NAMES]
+
+
+def has_time(odb: OrchestratorDB) -> bool:
+    """True when ``odb``'s file has the time columns (one small read, no binding)."""
+    row = odb.sql("SELECT value FROM meta WHERE key = ?", (META_SCHEMA_VERSION,))
+    return bool(row) and int(row[0][0]) >= TIME_SCHEMA
 
 
 def validity_columns(memory: MemoryInput) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from orchmem.models.importer import import_folder
 from orchmem.models.recall import recall
 from orchmem.models.storage.database import Databases, OrchestratorDB
 from orchmem.models.storage.stats import stats
+from orchmem.models.storage.tables import SCHEMA_VERSION
 from orchmem.worker.cli.main import main
 
 ORCH = "porter"
@@ -55,7 +56,7 @@ def test_the_same_database_exports_byte_identical_files(source: Any, tmp_path: P
         assert read(tmp_path / "x1", kind) == read(tmp_path / "x2", kind)
     assert first["sha256"] == second["sha256"]
     manifest = tomllib.loads((tmp_path / "x1" / "manifest.toml").read_text())
-    assert manifest["orchestratorId"] == ORCH and manifest["schema_version"] == 2
+    assert manifest["orchestratorId"] == ORCH and manifest["schema_version"] == SCHEMA_VERSION
     assert manifest["embedder_version"] and manifest["index_version"].startswith("fts5")
     assert manifest["restricted_left_out"] == 0
     records = [json.loads(line) for line in read(tmp_path / "x1", "records").splitlines()]
