@@ -283,14 +283,15 @@ class MemoryInput(WireModel):
     def _created_at(cls, value: Any) -> Any:
         return None if value is None else check_timestamp(value)
 
-    @model_validator(mode="after")
-    def _window(self) -> MemoryInput:
-        start = self.valid_from or self.created_at
-        if self.valid_to is not None and start is not None and self.valid_to < start:
-            raise ValueError(f"validTo {self.valid_to.isoformat()} is before "
-                             f"{'validFrom' if self.valid_from else 'createdAt'} "
-                             f"{start.isoformat()}")
-        return self
+    @field_validator("valid_to")
+    @classmethod
+    def _window(cls, value: datetime | None, info: ValidationInfo) -> datetime | None:
+        """validTo may not come before validFrom (or createdAt, when no validFrom)."""
+        named = "validFrom" if info.data.get("valid_from") else "createdAt"
+        start = info.data.get("valid_from") or info.data.get("created_at")
+        if value is not None and start is not None and value < start:
+            raise ValueError(f"{value.isoformat()} is before {named} {start.isoformat()}")
+        return value
 
     @field_validator("content")
     @classmethod

@@ -23,6 +23,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any, Literal
 
 import redis
@@ -367,8 +368,12 @@ class MemoryClient:
     def recall(self, query: str, *, top_n: int | None = None,
                types: Sequence[str] | None = None, include_inactive: bool = False,
                memory_ids: Sequence[str] | None = None, orchestrator_id: str | None = None,
-               wait_for_writes: bool = True) -> RecallBundle:
+               wait_for_writes: bool = True, as_of: datetime | str | None = None,
+               latest: bool = False, route: bool = False) -> RecallBundle:
         """The memories most relevant to ``query`` (see ``orchmem.models.recall``).
+
+        ``as_of``: what was valid and known then; ``latest``: the heads of Updates chains;
+        ``route``: the router's plan (these three are answered in this process).
 
         Asking for another orchestrator (``orchestrator_id``) or for its memoryIds is
         denied and logged: the bundle is empty and says so in ``warnings``.
@@ -377,7 +382,8 @@ class MemoryClient:
         warnings: list[str] = []
         if not self.memory.enabled:
             return empty_bundle(target, query, ["memory is disabled (memory.enabled = false)"])
-        if self.remote and target == self.orchestrator_id:
+        timed = as_of is not None or latest or route
+        if self.remote and target == self.orchestrator_id and not timed:
             return remote_recall(self, query, top_n=top_n, types=types, memory_ids=memory_ids,
                                  include_inactive=include_inactive,
                                  wait_for_writes=wait_for_writes)
@@ -389,7 +395,8 @@ class MemoryClient:
                                     "committed yet; their memories may be missing")
             bundle = recall(target, query, databases=self.databases, top_n=top_n, types=types,
                             include_inactive=include_inactive, memory_ids=memory_ids,
-                            requester=self.orchestrator_id)
+                            requester=self.orchestrator_id, as_of=as_of, latest=latest,
+                            route=route)
         except Exception as exc:
             return empty_bundle(target, query, [*warnings, self._warn("recall", exc)])
         if warnings:

@@ -261,12 +261,17 @@ def stats(cli: Cli, orchestrator_id: str | None, missing_ok: bool, as_json: bool
 @click.option("--mode", type=click.Choice(["hybrid", "vector", "text"]), default="hybrid",
               show_default=True)
 @click.option("--local", is_flag=True, help="Recall in this process even when a reader runs.")
+@click.option("--as-of", "as_of", metavar="TIME",
+              help="What was valid and known at TIME (ISO 8601 with a time zone).")
+@click.option("--latest", is_flag=True, help="Follow Updates chains to the newest memory.")
+@click.option("--route", is_flag=True, help="Plan the recall by the kind of question "
+              "(time window, neighbours); the plan is in --json's output.")
 @missing_ok_option
 @json_option
 @pass_cli
 def recall(cli: Cli, orchestrator_id: str, query: str, top_n: int | None, types: tuple[str, ...],
-           include_inactive: bool, mode: str, local: bool, missing_ok: bool,
-           as_json: bool) -> None:
+           include_inactive: bool, mode: str, local: bool, as_of: str | None, latest: bool,
+           route: bool, missing_ok: bool, as_json: bool) -> None:
     """Recall the memories most relevant to QUERY (hybrid: vectors + full text, fused by RRF).
 
     When `orchmem up` runs (its reader answers within 0.5 s), the reader answers, in
@@ -274,7 +279,8 @@ def recall(cli: Cli, orchestrator_id: str, query: str, top_n: int | None, types:
     embedding model (a few seconds, ~500 MB) and reads the database itself.
     """
     require_orchestrator(cli.settings, orchestrator_id, missing_ok)
-    bundle = None if local or mode != "hybrid" else from_reader(
+    timed = as_of is not None or latest or route
+    bundle = None if local or mode != "hybrid" or timed else from_reader(
         cli.settings, orchestrator_id, query, top_n=top_n, types=list(types) or None,
         include_inactive=include_inactive)
     via = "by the running reader" if bundle is not None else "in this process"
@@ -282,7 +288,8 @@ def recall(cli: Cli, orchestrator_id: str, query: str, top_n: int | None, types:
         bundle = recall_memories(orchestrator_id, query,
                                  databases=Databases(cli.settings, readonly=True),
                                  top_n=top_n, types=list(types) or None,
-                                 include_inactive=include_inactive, mode=mode)
+                                 include_inactive=include_inactive, mode=mode,
+                                 as_of=as_of, latest=latest, route=route)
     lines = []
     for item in bundle.nodes:
         m = item.memory
