@@ -31,6 +31,7 @@ from .memlog import MemoryLog
 from .query_vectors import query_vectors
 from .ranking import Features, Ranked, fuse
 from .recall_time import Asked, after_fusion, both, plan_dump, valid_keep, widened
+from .router import Plan
 from .router import plan as route_plan
 from .schema import (
     MemoryEdge,
@@ -166,7 +167,7 @@ def recall(
     now: datetime | None = None,
     as_of: datetime | str | None = None,
     latest: bool = False,
-    route: bool = False,
+    route: bool | Callable[[str, datetime], Plan] | None = None,
 ) -> RecallBundle:
     """The memories of ``orchestrator_id`` most relevant to ``query``.
 
@@ -177,7 +178,8 @@ def recall(
     retrieval settings; ``now`` is the clock for recency. ``as_of`` returns what was valid
     and known at that time (models/validity.py; one in the future is refused),
     ``latest`` follows Updates chains to their heads, ``route`` applies the router's
-    plan (models/router.py); the bundle's ``plan`` says what was done.
+    plan (models/router.py; or a planner of the caller's, as the benchmark's ablations
+    use; None: ``memory.retrieval.router``); the bundle's ``plan`` says what was done.
 
     Raises ScopeViolation (logged) for another orchestrator's memory, MemoryValidationError
     for a bad type or query, MemoryCorrupt / MemoryDisabled when the database cannot be
@@ -200,8 +202,11 @@ def recall(
         raise MemoryValidationError(f"top_n must be in 1..1000, got {limit}")
     if not text.strip():
         return _empty(orchestrator_id, text, mode, started, "empty query")
+    if route is None:
+        route = params.router
     if route:
-        asked = Asked(as_of=asked.as_of, latest=asked.latest, plan=route_plan(text, clock))
+        planner = route_plan if route is True else route
+        asked = Asked(as_of=asked.as_of, latest=asked.latest, plan=planner(text, clock))
     search = _Search(text=text, mode=mode, params=params, limit=limit, types=type_values,
                      within=memory_ids, statuses=asked.statuses(include_inactive), asked=asked)
     warnings: list[str] = []

@@ -79,12 +79,20 @@ def in_window(row: Row, span: tuple[date, date]) -> bool:
 
 
 def boost_window(ranked: list[Ranked], rows: Mapping[str, Row], plan: Plan) -> list[Ranked]:
-    """Favour the memories dated inside the plan's window (score * (1 + boost))."""
-    if plan.window is None or plan.window_boost <= 0:
+    """Favour the memories dated inside the plan's window (score * (1 + window boost)),
+    or, for a question about when without one, those whose content names a day
+    (score * (1 + dated boost))."""
+    window = plan.window
+    if window is not None and plan.window_boost > 0:
+        factor = 1.0 + plan.window_boost
+        favoured = {m for m, row in rows.items() if in_window(row, window)}
+    elif plan.dated_boost > 0:
+        factor = 1.0 + plan.dated_boost
+        favoured = {m for m, row in rows.items() if row[_REFS]}
+    else:
         return ranked
-    factor = 1.0 + plan.window_boost
-    out = [replace(r, score=r.score * factor) if r.memory_id in rows
-           and in_window(rows[r.memory_id], plan.window) else r for r in ranked]
+    out = [replace(r, score=r.score * factor) if r.memory_id in favoured else r
+           for r in ranked]
     return sorted(out, key=lambda r: (-r.score, r.memory_id))
 
 
@@ -98,10 +106,13 @@ def expand(odb: OrchestratorDB, ranked: list[Ranked], plan: Plan,
     hits = ranked[:plan.expand_hits]
     near = neighbours.around(odb, [h.memory_id for h in hits], plan.session_radius)
     scores = {r.memory_id: r for r in ranked}
-    allowed = admit(sorted({n for ns in near.values() for n in ns} - set(scores)))
+    allowed = admit(sorted({n.memory_id for ns in near.values() for n in ns} - set(scores)))
     for hit in hits:
-        for memory_id in near.get(hit.memory_id, ()):
-            inherited = hit.score * plan.expand_share
+        for neighbour in near.get(hit.memory_id, ()):
+            memory_id = neighbour.memory_id
+            # What follows a question in a conversation is most likely its answer.
+            answers = neighbour.how == "after" and neighbour.hit_asks
+            inherited = hit.score * (plan.answer_share if answers else plan.expand_share)
             current = scores.get(memory_id)
             if current is None and memory_id not in allowed:
                 continue

@@ -13,9 +13,9 @@ A :class:`Plan` says what recall does beyond the hybrid search: the time window 
 question (its dated phrases resolved against the recall's clock, models/timeexpr.py)
 and how strongly a memory inside it is favoured; how many of the first hits are
 expanded to their neighbours (the memories next to them in the same conversation and
-those their edges reach) and how much of a hit's score a neighbour inherits; whether
-a second search from the first hits (their vectors averaged with the query's) runs
-for a question whose answer spans several memories. The plan is in the bundle
+those their edges reach) and how much of a hit's score a neighbour inherits (more
+for the memory right after a hit that asked a question: most likely its answer). The
+plan is in the bundle
 (``RecallBundle.plan``), so a caller sees why it got what it got.
 
 The weights were chosen on LoCoMo (benchmarks/locomo.py, README "Router") for what
@@ -25,7 +25,7 @@ generalises across conversations, never per question.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import date, datetime
 from enum import StrEnum
 from typing import Any
@@ -73,23 +73,27 @@ class Plan:
     window_phrases: tuple[str, ...] = ()
     #: A memory dated inside the window has its score multiplied by 1 + this.
     window_boost: float = 0.0
+    #: A question about when: a memory whose content names a date (or a day relative
+    #: to when it was said) has its score multiplied by 1 + this.
+    dated_boost: float = 0.0
     #: The first hits expanded to their neighbours, and the share of a hit's score a
     #: neighbour gets (it keeps its own score when that is higher).
     expand_hits: int = 0
     expand_share: float = 0.0
+    #: The share of the memory right after a hit that asked a question (its answer).
+    answer_share: float = 0.0
     #: Neighbours in the same conversation within this many turns of a hit.
-    session_radius: int = 1
-    #: A second vector search from the query plus the first hits (multi-hop).
-    second_hop: bool = False
-    notes: list[str] = field(default_factory=list)
+    session_radius: int = 2
 
     def dump(self) -> dict[str, Any]:
         return {"intent": self.intent.value,
                 "window": [self.window[0].isoformat(), self.window[1].isoformat()]
                 if self.window else None,
                 "windowPhrases": list(self.window_phrases), "windowBoost": self.window_boost,
+                "datedBoost": self.dated_boost,
                 "expandHits": self.expand_hits, "expandShare": self.expand_share,
-                "sessionRadius": self.session_radius, "secondHop": self.second_hop}
+                "answerShare": self.answer_share,
+                "sessionRadius": self.session_radius}
 
 
 def classify(query: str, refs: list[TimeRef] | None = None) -> Intent:
@@ -108,22 +112,26 @@ def classify(query: str, refs: list[TimeRef] | None = None) -> Intent:
     return Intent.SEMANTIC
 
 
-#: Per kind: (window boost, hits expanded, neighbour share, second hop).
-_SHAPES: dict[Intent, tuple[float, int, float, bool]] = {
-    Intent.SIMILAR_CASE: (0.0, 3, 0.5, True),
-    Intent.ENTITY_TIME: (0.5, 3, 0.5, False),
-    Intent.WHAT_HAPPENED: (0.3, 5, 0.6, True),
-    Intent.PROFILE: (0.0, 3, 0.5, True),
-    Intent.SEMANTIC: (0.0, 3, 0.5, True),
+#: Per kind: (window boost, dated boost, hits expanded, neighbour share).
+_SHAPES: dict[Intent, tuple[float, float, int, float]] = {
+    Intent.SIMILAR_CASE: (0.0, 0.0, 3, 0.5),
+    Intent.ENTITY_TIME: (0.5, 0.3, 3, 0.5),
+    Intent.WHAT_HAPPENED: (0.3, 0.0, 5, 0.6),
+    Intent.PROFILE: (0.0, 0.0, 3, 0.5),
+    Intent.SEMANTIC: (0.0, 0.0, 3, 0.5),
 }
+
+
+#: The share of a hit's score the memory after it gets when the hit asked a question.
+ANSWER_SHARE = 0.9
 
 
 def plan(query: str, now: datetime) -> Plan:
     """The retrieval plan for ``query``, its dated phrases resolved against ``now``."""
     refs = resolve(query[:MAX_ROUTE_CHARS], now)
     intent = classify(query, refs)
-    boost, hits, share, second = _SHAPES[intent]
+    boost, dated, hits, share = _SHAPES[intent]
     span = window(refs)
     return Plan(intent=intent, window=span, window_phrases=tuple(r.text for r in refs),
-                window_boost=boost if span else 0.0, expand_hits=hits, expand_share=share,
-                second_hop=second)
+                window_boost=boost if span else 0.0, dated_boost=0.0 if span else dated,
+                expand_hits=hits, expand_share=share, answer_share=ANSWER_SHARE)

@@ -369,7 +369,7 @@ class MemoryClient:
                types: Sequence[str] | None = None, include_inactive: bool = False,
                memory_ids: Sequence[str] | None = None, orchestrator_id: str | None = None,
                wait_for_writes: bool = True, as_of: datetime | str | None = None,
-               latest: bool = False, route: bool = False) -> RecallBundle:
+               latest: bool = False, route: bool | None = None) -> RecallBundle:
         """The memories most relevant to ``query`` (see ``orchmem.models.recall``).
 
         ``as_of``: what was valid and known then; ``latest``: the heads of Updates chains;
@@ -382,7 +382,7 @@ class MemoryClient:
         warnings: list[str] = []
         if not self.memory.enabled:
             return empty_bundle(target, query, ["memory is disabled (memory.enabled = false)"])
-        timed = as_of is not None or latest or route
+        timed = as_of is not None or latest or route is not None
         if self.remote and target == self.orchestrator_id and not timed:
             return remote_recall(self, query, top_n=top_n, types=types, memory_ids=memory_ids,
                                  include_inactive=include_inactive,

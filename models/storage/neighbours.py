@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from .database import OrchestratorDB
 
@@ -15,27 +16,41 @@ _BEFORE = ("SELECT memory_id FROM memories WHERE conversation_id = ? AND id < ? 
            "AND forgotten = 0 ORDER BY id DESC LIMIT ?")
 _AFTER = ("SELECT memory_id FROM memories WHERE conversation_id = ? AND id > ? AND id <= ? "
           "AND forgotten = 0 ORDER BY id LIMIT ?")
-_HITS = ("SELECT memory_id, id, conversation_id FROM memories "
+_HITS = ("SELECT memory_id, id, conversation_id, content FROM memories "
          "WHERE memory_id IN (SELECT value FROM json_each(?))")
 _EDGES = ("SELECT from_memory_id, to_memory_id FROM memory_edges "
           "WHERE from_memory_id IN (SELECT value FROM json_each(?)) "
           "OR to_memory_id IN (SELECT value FROM json_each(?)) ORDER BY edge_id")
 
 
-def around(odb: OrchestratorDB, memory_ids: Sequence[str], radius: int) -> dict[str, list[str]]:
+@dataclass(frozen=True, slots=True)
+class Near:
+    """A neighbour of a hit: how it is reached ("before", "after": the same
+    conversation, earlier or later; "edge") and whether the hit asked a question."""
+
+    memory_id: str
+    how: str
+    hit_asks: bool
+
+
+def around(odb: OrchestratorDB, memory_ids: Sequence[str], radius: int) -> dict[str, list[Near]]:
     """memoryId -> its neighbours: up to ``radius`` memories of the same conversation on
     each side (by write order), then the other ends of its edges."""
     if not memory_ids:
         return {}
     listed = json.dumps(list(memory_ids))
-    out: dict[str, list[str]] = {m: [] for m in memory_ids}
-    for memory_id, rowid, conversation in odb.sql(_HITS, (listed,)):
+    out: dict[str, list[Near]] = {m: [] for m in memory_ids}
+    asks: dict[str, bool] = {}
+    for memory_id, rowid, conversation, content in odb.sql(_HITS, (listed,)):
+        asks[memory_id] = content.rstrip().endswith("?")
         if conversation is None or radius <= 0:
             continue
-        for query, bound in ((_BEFORE, rowid - SCAN_ROWS), (_AFTER, rowid + SCAN_ROWS)):
-            out[memory_id] += [r[0] for r in odb.sql(query, (conversation, rowid, bound, radius))]
+        for query, bound, how in ((_BEFORE, rowid - SCAN_ROWS, "before"),
+                                  (_AFTER, rowid + SCAN_ROWS, "after")):
+            out[memory_id] += [Near(r[0], how, asks[memory_id])
+                               for r in odb.sql(query, (conversation, rowid, bound, radius))]
     for source, target in odb.sql(_EDGES, (listed, listed)):
         for hit, other in ((source, target), (target, source)):
-            if hit in out and other not in out[hit]:
-                out[hit].append(other)
+            if hit in out and all(n.memory_id != other for n in out[hit]):
+                out[hit].append(Near(other, "edge", asks.get(hit, False)))
     return out

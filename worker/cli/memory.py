@@ -289,7 +289,7 @@ def recall(cli: Cli, orchestrator_id: str, query: str, top_n: int | None, types:
                                  databases=Databases(cli.settings, readonly=True),
                                  top_n=top_n, types=list(types) or None,
                                  include_inactive=include_inactive, mode=mode,
-                                 as_of=as_of, latest=latest, route=route)
+                                 as_of=as_of, latest=latest, route=route or None)
     lines = []
     for item in bundle.nodes:
         m = item.memory
