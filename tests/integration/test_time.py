@@ -234,3 +234,36 @@ def test_a_hard_forget_clears_the_dated_phrases(databases: Databases,
     apply_edit(odb, Forget(op="forget", memory_id=memory_id, hard=True), key="f1", task="edit")
     row = odb.sql("SELECT content, time_refs FROM memories WHERE memory_id = ?", (memory_id,))
     assert row == [("", None)]
+
+
+def test_the_router_brings_the_answer_that_follows_a_question(databases: Databases,
+                                                              embedder: Embedder) -> None:
+    odb = databases.open(ORCH)
+    turns = ["What are the names of your pets?", "Luna and Oliver!",
+             "The weather was lovely at the lake", "I baked bread today"]
+    other = "Pets need names that are easy to call"
+    source = {"sourceType": "channel_transcript", "capturedBy": "extractor"}
+    memories = [validate(MemoryInput, {"type": "Observation", "content": text,
+                                       "source": {**source, "conversationId": conv}},
+                         workspace=odb.workspace)
+                for text, conv in [*((t, "chat-1") for t in turns), (other, "chat-2")]]
+    ids = write_memories(odb, key="k1", task="t", memories=memories,
+                         vectors=list(embedder.encode([m.content for m in memories])),
+                         embedder=embedder.version)["memoryIds"]
+    query = "What are the names of the pets?"
+    plain = recall(ORCH, query, databases=databases, route=False)
+    routed = recall(ORCH, query, databases=databases, route=True)
+    assert plain.memory_ids[0] == routed.memory_ids[0] == ids[0]
+
+    def score(bundle: Any, memory_id: str) -> float:
+        return float(next(n.scores.score for n in bundle.nodes
+                          if n.memory.memory_id == memory_id))
+
+    # The answer gets 0.9 of the question's score: more than the search gave it.
+    assert score(routed, ids[1]) == pytest.approx(score(routed, ids[0]) * 0.9)
+    assert score(routed, ids[1]) > score(plain, ids[1])
+    assert routed.memory_ids.index(ids[1]) <= plain.memory_ids.index(ids[1])
+    # A line of another conversation is no neighbour: it keeps its own score.
+    assert score(routed, ids[4]) == pytest.approx(score(plain, ids[4]))
+    assert routed.plan is not None and routed.plan["intent"] == "semantic"
+    assert routed.plan["answerShare"] > routed.plan["expandShare"]
