@@ -267,3 +267,30 @@ def test_the_router_brings_the_answer_that_follows_a_question(databases: Databas
     assert score(routed, ids[4]) == pytest.approx(score(plain, ids[4]))
     assert routed.plan is not None and routed.plan["intent"] == "semantic"
     assert routed.plan["answerShare"] > routed.plan["expandShare"]
+
+
+def test_the_recall_command_takes_as_of_latest_and_route(tmp_path: Path,
+                                                         embedder: Embedder) -> None:
+    from click.testing import CliRunner
+
+    from orchmem.worker.cli.main import main
+
+    settings = make_settings(tmp_path / "cli", "")
+    odb = Databases(settings).open(ORCH)
+    porto, lisbon = seed_move(odb, embedder)
+    runner = CliRunner()
+
+    def run(*args: str) -> Any:
+        return runner.invoke(main, ["--root", str(settings.root), "recall", "--orch", ORCH,
+                                    "Where is the office?", "--local", *args])
+
+    then = run("--as-of", ts(40), "--json")
+    assert then.exit_code == 0, then.output
+    assert [n["memory"]["memoryId"] for n in json.loads(then.output)["nodes"]] == [porto]
+    latest = run("--latest", "--route", "--json")
+    assert latest.exit_code == 0, latest.output
+    bundle = json.loads(latest.output)
+    assert bundle["nodes"][0]["memory"]["memoryId"] == lisbon
+    assert bundle["plan"]["latest"] is True and bundle["plan"]["intent"] == "semantic"
+    future = run("--as-of", (NOW + timedelta(days=3)).isoformat())
+    assert future.exit_code != 0 and "as_of" in future.output and "future" in future.output
