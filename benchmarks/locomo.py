@@ -16,9 +16,10 @@ conversation (benchmarks/data/unrelated_questions.txt, asked of every conversati
     python benchmarks/locomo.py --conversations 2     # a quick run
     python benchmarks/locomo.py --variants hybrid,router   # some variants only
 
-The router's variants (models/router.py): ``router`` is the whole plan; ``hybrid-time``
-only its time part (the question's window, the favour of dated memories for a question
-about when); ``router-no-time`` and ``router-no-expansion`` leave one part out.
+The router's variants (models/router.py): ``router`` is the whole plan;
+``router-no-time`` leaves out its time part (the question's window, the favour of
+dated memories for a question about when), ``router-no-expansion`` its neighbour
+expansion (what is left is the time part alone).
 """
 
 from __future__ import annotations
@@ -106,7 +107,6 @@ def _planner(**off: Any) -> Callable[[str, datetime], Plan]:
 
 ROUTES: dict[str, Any] = {
     "router": True,
-    "hybrid-time": _planner(expand_hits=0),
     "router-no-time": _planner(window_boost=0.0, dated_boost=0.0),
     "router-no-expansion": _planner(expand_hits=0),
 }
