@@ -126,10 +126,11 @@ def expand(odb: OrchestratorDB, ranked: list[Ranked], plan: Plan,
 _NEUTRAL = Modifiers(importance=1.0, recency=1.0, confidence=1.0, contradiction=1.0)
 
 
-def to_heads(odb: OrchestratorDB, ranked: list[Ranked]) -> list[Ranked]:
-    """Each memory replaced by the head of its Updates chain; a head reached twice is kept
-    at its best rank."""
-    head = chains.heads(odb, [r.memory_id for r in ranked])
+def to_heads(odb: OrchestratorDB, ranked: list[Ranked], as_of: str | None = None
+             ) -> list[Ranked]:
+    """Each memory replaced by the head of its Updates chain (as it was at ``as_of``); a
+    head reached twice is kept at its best rank."""
+    head = chains.heads(odb, [r.memory_id for r in ranked], as_of)
     out: list[Ranked] = []
     seen: set[str] = set()
     for item in ranked:
@@ -154,7 +155,7 @@ def after_fusion(odb: OrchestratorDB, ranked: list[Ranked], rows: Mapping[str, R
         ranked = boost_window(ranked, rows, asked.plan)
         ranked = expand(odb, ranked, asked.plan, admit)
     if asked.latest:
-        ranked = to_heads(odb, ranked)
+        ranked = to_heads(odb, ranked, asked.as_of)
     return ranked[:limit]
 
 

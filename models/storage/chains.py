@@ -18,14 +18,18 @@ MAX_CHAIN = 50
 _NEWER = ("SELECT e.to_memory_id, e.from_memory_id FROM memory_edges AS e "
           "JOIN memories AS m ON m.memory_id = e.from_memory_id "
           "WHERE e.edge_type = 'Updates' AND e.to_memory_id IN (SELECT value FROM json_each(?)) "
-          "AND m.forgotten = 0 AND m.status != 'retracted' "
+          "AND m.forgotten = 0 AND m.status != 'retracted' AND m.created_at <= ? "
           "ORDER BY e.to_memory_id, m.created_at DESC, e.from_memory_id")
+#: Later than any stored time: no bound.
+_UNBOUNDED = "9999"
 
 
-def heads(odb: OrchestratorDB, memory_ids: Sequence[str]) -> dict[str, str]:
+def heads(odb: OrchestratorDB, memory_ids: Sequence[str],
+          as_of: str | None = None) -> dict[str, str]:
     """memoryId -> the head of its Updates chain (itself when nothing updates it).
 
-    When two memories update the same one, the newer (createdAt) is followed.
+    When two memories update the same one, the newer (createdAt) is followed. With
+    ``as_of``, only memories stored by then are followed: the head as it was then.
     """
     head = {m: m for m in memory_ids}
     frontier = set(memory_ids)
@@ -34,7 +38,8 @@ def heads(odb: OrchestratorDB, memory_ids: Sequence[str]) -> dict[str, str]:
         if not frontier:
             break
         newer: dict[str, str] = {}
-        for older, newest in odb.sql(_NEWER, (json.dumps(sorted(frontier)),)):
+        for older, newest in odb.sql(_NEWER, (json.dumps(sorted(frontier)),
+                                              as_of or _UNBOUNDED)):
             newer.setdefault(older, newest)
         frontier = set()
         for start, current in head.items():

@@ -294,3 +294,13 @@ def test_the_recall_command_takes_as_of_latest_and_route(tmp_path: Path,
     assert bundle["plan"]["latest"] is True and bundle["plan"]["intent"] == "semantic"
     future = run("--as-of", (NOW + timedelta(days=3)).isoformat())
     assert future.exit_code != 0 and "as_of" in future.output and "future" in future.output
+
+
+def test_latest_as_of_a_time_stops_at_what_was_known_then(databases: Databases,
+                                                         embedder: Embedder) -> None:
+    odb = databases.open(ORCH)
+    porto, lisbon = seed_move(odb, embedder)
+    query = "Where is the office?"
+    assert recall(ORCH, query, databases=databases, latest=True).memory_ids == [lisbon]
+    assert recall(ORCH, query, databases=databases, latest=True,
+                  as_of=ts(40)).memory_ids == [porto]
