@@ -305,7 +305,12 @@ class Settings(BaseSettings):
     #: Where orchestrators' folders, the embedded broker and logs live.
     root: Path = Field(default_factory=lambda: Path("~/.orchmem"))
     #: ``redis://[:password@]host:port/db``; empty = embedded Redis under <root>/broker.
+    #: For a highly available broker, Redis Sentinel:
+    #: ``sentinel://[:password@]host:port/db;sentinel://host2:port/db;...`` (the
+    #: sentinels, ``;``-separated) with ``sentinel_master`` naming the monitored master.
     broker_url: str = ""
+    #: The master name the sentinels monitor (needed with ``sentinel://`` URLs only).
+    sentinel_master: str = Field("", pattern=r"^[A-Za-z0-9_.-]{0,64}$")
     shards: int = Field(2, ge=1, le=256)
     queue_prefix: str = Field("memory", pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,31}$")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
@@ -346,9 +351,22 @@ class Settings(BaseSettings):
     @field_validator("broker_url")
     @classmethod
     def _redis_url(cls, value: str) -> str:
-        if value and not value.startswith(("redis://", "rediss://", "redis+socket://", "unix://")):
-            raise ValueError("must be a redis:// URL (or empty for the embedded broker)")
+        if value.startswith("sentinel://"):
+            if any(not part.startswith("sentinel://") for part in value.split(";")):
+                raise ValueError("a Sentinel broker_url lists sentinels as "
+                                 "sentinel://host:port, separated by ';'")
+        elif value and not value.startswith(("redis://", "rediss://", "redis+socket://",
+                                             "unix://")):
+            raise ValueError("must be a redis:// URL, sentinel:// URLs (Redis Sentinel), "
+                             "or empty for the embedded broker")
         return value
+
+    @model_validator(mode="after")
+    def _check_sentinel(self) -> Settings:
+        if self.broker_url.startswith("sentinel://") and not self.sentinel_master:
+            raise ValueError("sentinel_master: a sentinel:// broker_url needs the name of "
+                             "the master the sentinels monitor")
+        return self
 
     @model_validator(mode="after")
     def _check_orchestrators(self) -> Settings:
@@ -405,6 +423,8 @@ class Settings(BaseSettings):
             env["ORCHMEM_CONFIG"] = str(self._config_path)
         if self.broker_url:
             env["ORCHMEM_BROKER_URL"] = self.broker_url
+        if self.sentinel_master:
+            env["ORCHMEM_SENTINEL_MASTER"] = self.sentinel_master
         return env
 
 

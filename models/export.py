@@ -28,6 +28,7 @@ from typing import IO, Any
 
 from orchmem.config import StorageError
 
+from .export_vectors import VECTORS
 from .schema import MemoryType, format_ts, utc_now
 from .storage import portable
 from .storage.database import OrchestratorDB
@@ -73,9 +74,10 @@ def _write(path: Path, lines: Iterable[str]) -> tuple[int, str]:
     return count, digest.hexdigest()
 
 
-def export_jsonl(odb: OrchestratorDB, out_dir: Path, *, include_restricted: bool = False
-                 ) -> dict[str, Any]:
-    """Write the four files and the manifest into ``out_dir`` (created when missing).
+def export_jsonl(odb: OrchestratorDB, out_dir: Path, *, include_restricted: bool = False,
+                 include_vectors: bool = False) -> dict[str, Any]:
+    """Write the four files and the manifest into ``out_dir`` (created when missing);
+    with ``include_vectors``, also ``vectors.jsonl`` (export_vectors.py).
 
     Returns the manifest as a dict. Raises StorageError when the folder cannot be written.
     """
@@ -90,6 +92,11 @@ def export_jsonl(odb: OrchestratorDB, out_dir: Path, *, include_restricted: bool
                 lines = (dumps_line(row) for row in portable.rows(odb, kind)
                          if _keep(kind, row, left_out))
                 counts[kind], hashes[name] = _write(out_dir / name, lines)
+            if include_vectors:
+                counts["vectors"], hashes[VECTORS] = _write(out_dir / VECTORS, (
+                    dumps_line(row) for row in portable.vector_rows(odb, left_out)))
+            else:
+                (out_dir / VECTORS).unlink(missing_ok=True)  # not a stale one of before
     except OSError as exc:
         raise StorageError(f"cannot write the export into {out_dir}: {exc}") from exc
     manifest = {

@@ -25,9 +25,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from orchmem.config import ImportRejected, ScopeViolation
 
 from .export import FILES, MANIFEST
+from .export_vectors import VECTORS, decode_line
 from .schema import (
     CONTROL_CHARS,
     CapturedBy,
@@ -102,19 +105,24 @@ def read_manifest(folder: Path, orchestrator_id: str) -> dict[str, Any]:
 def check_hashes(folder: Path, manifest: dict[str, Any]) -> None:
     """Refuse any file whose sha256 is not the manifest's."""
     for name in FILES.values():
-        digest = hashlib.sha256()
-        try:
-            with (folder / name).open("rb") as fh:
-                while chunk := fh.read(_CHUNK):
-                    digest.update(chunk)
-        except FileNotFoundError:
-            raise _reject("missing_file", name, f"missing from {folder}") from None
-        except OSError as exc:
-            raise _reject("missing_file", name, f"unreadable: {exc}") from exc
-        if digest.hexdigest() != manifest["sha256"][name]:
-            raise _reject("hash_mismatch", name,
-                          f"sha256 {digest.hexdigest()} differs from the manifest's "
-                          f"{manifest['sha256'][name]}: the file was changed or truncated")
+        check_hash(folder, name, manifest["sha256"][name])
+
+
+def check_hash(folder: Path, name: str, expected: str) -> None:
+    """Refuse ``folder/name`` unless its sha256 is ``expected``."""
+    digest = hashlib.sha256()
+    try:
+        with (folder / name).open("rb") as fh:
+            while chunk := fh.read(_CHUNK):
+                digest.update(chunk)
+    except FileNotFoundError:
+        raise _reject("missing_file", name, f"missing from {folder}") from None
+    except OSError as exc:
+        raise _reject("missing_file", name, f"unreadable: {exc}") from exc
+    if digest.hexdigest() != expected:
+        raise _reject("hash_mismatch", name,
+                      f"sha256 {digest.hexdigest()} differs from the manifest's "
+                      f"{expected}: the file was changed or truncated")
 
 
 def read_lines(path: Path, limit: int = MAX_LINE_BYTES) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -243,3 +251,46 @@ def _check_references(bundle: Bundle) -> None:
                 if row[key] not in ids:
                     raise _reject("dangling", f"{FILES[kind]}:{number}:{key}",
                                   f"{row[key]} is not in records.jsonl")
+
+
+def read_vectors(folder: Path, bundle: Bundle, orchestrator_id: str, embedder: str,
+                 dim: int) -> dict[str, np.ndarray]:
+    """The vectors of the optional ``vectors.jsonl`` made by ``embedder`` (its version,
+    of ``dim`` dimensions; export_vectors.py), checked like the other files; empty when
+    the export has no such file."""
+    expected = bundle.manifest["sha256"].get(VECTORS)
+    if expected is None:
+        return {}
+    check_hash(folder, VECTORS, str(expected))
+    ids = {r["memoryId"] for r in bundle.lines["records"]}
+    out: dict[str, np.ndarray] = {}
+    previous, count = "", 0
+    for number, row in read_lines(folder / VECTORS):
+        where = f"{VECTORS}:{number}"
+        vector = decode_line(row, where, orchestrator_id)
+        count += 1
+        memory_id = row["memoryId"]
+        if memory_id <= previous:
+            raise _reject("order", f"{where}:memoryId", f"{memory_id!r} comes after "
+                          f"{previous!r}: the file was reordered or holds a duplicate")
+        if memory_id not in ids:
+            raise _reject("dangling", f"{where}:memoryId", f"{memory_id} is not in "
+                          "records.jsonl")
+        previous = memory_id
+        if row["embedder"] == embedder:
+            out[memory_id] = _fits(vector, embedder, dim, where)
+    if count != bundle.manifest["counts"].get("vectors"):
+        raise _reject("count_mismatch", VECTORS, f"{count} lines, the manifest says "
+                      f"{bundle.manifest['counts'].get('vectors')}")
+    return out
+
+
+def _fits(vector: np.ndarray, embedder: str, dim: int, where: str) -> np.ndarray:
+    """A vector said to be ``embedder``'s must have its shape (and unit length when it
+    normalizes): the vector index holds one shape per embedder."""
+    if vector.shape[0] != dim:
+        raise _reject("bad_field", f"{where}:dim", f"{embedder} has {dim} dimensions, "
+                      f"not {vector.shape[0]}")
+    if embedder.endswith(":norm") and abs(float(np.linalg.norm(vector)) - 1.0) > 1e-3:
+        raise _reject("bad_field", f"{where}:vector", f"{embedder} vectors have unit length")
+    return vector

@@ -2,8 +2,10 @@
 
 :func:`import_folder` checks the whole folder first (:mod:`orchmem.models.import_files`),
 plans the merge against the database, embeds the new memories in batches (outside any
-transaction, reporting progress), then writes everything in one IMMEDIATE transaction:
-records, sources, edges, audit events and vectors, plus one ``import`` audit event.
+transaction, reporting progress; a memory whose vector the export's optional
+``vectors.jsonl`` holds for this embedder is not embedded again), then writes
+everything in one IMMEDIATE transaction: records, sources, edges, audit events and
+vectors, plus one ``import`` audit event.
 
 Merging into a memory that already has rows:
 
@@ -33,7 +35,7 @@ from orchmem.config import ImportRejected
 
 from .embedding import Embedder
 from .export import FILES
-from .import_files import Bundle, load
+from .import_files import Bundle, load, read_vectors
 from .storage import portable
 from .storage.database import OrchestratorDB
 from .storage.events import add_event
@@ -129,8 +131,10 @@ def import_folder(odb: OrchestratorDB, folder: Path, *, embedder: Embedder, batc
     """Import the export in ``folder`` into ``odb`` (a writer's handle).
 
     Returns ``{"written": {records, sources, edges, audit, vectors}, "skipped",
-    "conflicts", "seconds", "embedSeconds", "writeSeconds"}`` (``writeSeconds``: the
-    one transaction, i.e. how long the write lock was held).
+    "conflicts", "vectorsFromFile", "seconds", "embedSeconds", "writeSeconds"}``
+    (``vectorsFromFile``: new memories whose vector came from the export's
+    ``vectors.jsonl`` instead of the embedder; ``writeSeconds``: the one transaction,
+    i.e. how long the write lock was held).
 
     Raises ImportRejected (nothing written: a bad file, line or field, named; or a
     conflict without ``skip_conflicts``), ScopeViolation (an id or a manifest of another
@@ -143,11 +147,16 @@ def import_folder(odb: OrchestratorDB, folder: Path, *, embedder: Embedder, batc
     if first.conflicts and not skip_conflicts:
         raise _conflict(first.conflicts)
     embedding = time.monotonic()
-    vectors = _embed(embedder, first.records, batch_size, progress)
+    given = read_vectors(folder, bundle, odb.orchestrator_id, embedder.version, embedder.dim)
+    vectors = _embed(embedder, [r for r in first.records if r["memoryId"] not in given],
+                     batch_size, progress)
+    reused = {r["memoryId"]: given[r["memoryId"]] for r in first.records
+              if r["memoryId"] in given and not r.get("forgotten") and r["content"]}
     writing = time.monotonic()
-    written = _write(odb, bundle, first, vectors, embedder.version)
+    written = _write(odb, bundle, first, {**vectors, **reused}, embedder.version)
     done = time.monotonic()
     report = {"written": written, "skipped": first.skipped, "conflicts": first.conflicts,
+              "vectorsFromFile": len(reused),
               "seconds": round(done - started, 3),
               "embedSeconds": round(writing - embedding, 3),
               # How long the write lock was held: what the shard's worker may wait.

@@ -175,11 +175,10 @@ def recall(
     retracted memories; ``memory_ids`` restricts the search to those memories;
     ``requester`` is the orchestrator asking (default: the same one); ``mode`` picks
     "hybrid" (default), "vector" or "text"; ``params`` overrides the orchestrator's
-    retrieval settings; ``now`` is the clock for recency. ``as_of`` returns what was valid
-    and known at that time (models/validity.py; one in the future is refused),
-    ``latest`` follows Updates chains to their heads, ``route`` applies the router's
-    plan (models/router.py; or a planner of the caller's, as the benchmark's ablations
-    use; None: ``memory.retrieval.router``); the bundle's ``plan`` says what was done.
+    retrieval settings; ``now`` is the clock for recency. ``as_of``: what was valid and
+    known then (models/validity.py); ``latest``: heads of Updates chains; ``route``: the
+    router's plan (models/router.py; a planner of the caller's, as the benchmark's
+    ablations use; None: ``memory.retrieval.router``). The bundle's ``plan`` says all.
 
     Raises ScopeViolation (logged) for another orchestrator's memory, MemoryValidationError
     for a bad type or query, MemoryCorrupt / MemoryDisabled when the database cannot be
@@ -190,8 +189,7 @@ def recall(
         raise MemoryValidationError(f"query must be a string, got {type(query).__name__}")
     check_scope(databases, orchestrator_id, requester, memory_ids)
     type_values = _check_types(types)
-    clock = now or utc_now()
-    asked = Asked(as_of=check_as_of(as_of, clock), latest=bool(latest))
+    as_of_text = check_as_of(as_of, clock := now or utc_now())
     odb = databases.open(orchestrator_id, create=False)
     text = textquery.clean_text(query)
     if odb is None:
@@ -202,11 +200,7 @@ def recall(
         raise MemoryValidationError(f"top_n must be in 1..1000, got {limit}")
     if not text.strip():
         return _empty(orchestrator_id, text, mode, started, "empty query")
-    if route is None:
-        route = params.router
-    if route:
-        planner = route_plan if route is True else route
-        asked = Asked(as_of=asked.as_of, latest=asked.latest, plan=planner(text, clock))
+    asked = _asked(text, clock, as_of_text, latest, params.router if route is None else route)
     search = _Search(text=text, mode=mode, params=params, limit=limit, types=type_values,
                      within=memory_ids, statuses=asked.statuses(include_inactive), asked=asked)
     warnings: list[str] = []
@@ -218,6 +212,14 @@ def recall(
         orchestrator_id=orchestrator_id, query=text, mode=mode, warnings=warnings,
         plan=plan_dump(asked),
         took_ms=round((time.perf_counter() - started) * 1000, 3), **answer)
+
+
+def _asked(text: str, clock: datetime, as_of: str | None, latest: bool,
+           route: bool | Callable[[str, datetime], Plan]) -> Asked:
+    """What the recall asks about time, with the router's plan when it routes."""
+    planner = route_plan if route is True else route or None
+    return Asked(as_of=as_of, latest=bool(latest),
+                 plan=planner(text, clock) if planner is not None else None)
 
 
 @dataclass(frozen=True)

@@ -58,7 +58,10 @@ def _check(pending: Any, options: Any) -> tuple[list[str], dict[str, Any]]:
     return pending, options
 
 
-@shared_task(bind=True, name=RECALL_READ, acks_late=False, ignore_result=False)
+# No STARTED state: a recall lasts milliseconds, and each state is one more write to
+# the result store and one more wake-up of the waiting client.
+@shared_task(bind=True, name=RECALL_READ, acks_late=False, ignore_result=False,
+             track_started=False)
 def recall_read(self: Any, orchestrator_id: str, query: str, options: dict[str, Any],
                 pending: list[str], wait_s: float) -> dict[str, Any]:
     """Recall for ``orchestrator_id`` after its caller's ``pending`` writes committed."""

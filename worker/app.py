@@ -67,7 +67,7 @@ CLIENT_RETRY_POLICY = {"max_retries": 2, "interval_start": 0.0, "interval_step":
 
 def celery_config(settings: Settings, broker: str, client: bool = False) -> dict[str, Any]:
     vt = settings.worker.visibility_timeout_s
-    backend_options: dict[str, Any] = {"visibility_timeout": vt}
+    backend_options: dict[str, Any] = {"visibility_timeout": vt, **_sentinel(settings, broker)}
     if client:
         backend_options["retry_policy"] = CLIENT_RETRY_POLICY
     return {
@@ -101,6 +101,7 @@ def celery_config(settings: Settings, broker: str, client: bool = False) -> dict
             "health_check_interval": 10,
             # Queues are read in the order given (control first), not round-robin.
             "queue_order_strategy": "priority",
+            **_sentinel(settings, broker),
         },
         "result_backend_transport_options": backend_options,
         "redis_socket_connect_timeout": 2,
@@ -123,6 +124,15 @@ def celery_config(settings: Settings, broker: str, client: bool = False) -> dict
         "timezone": "UTC",
         "enable_utc": True,
     }
+
+
+def _sentinel(settings: Settings, broker: str) -> dict[str, Any]:
+    """With ``sentinel://`` URLs, kombu's transport and Celery's result backend both
+    ask the sentinels for ``master_name`` (and again after a failover)."""
+    if not broker.startswith("sentinel://"):
+        return {}
+    return {"master_name": settings.sentinel_master,
+            "sentinel_kwargs": {"socket_connect_timeout": 2, "socket_timeout": 2}}
 
 
 def create_app(settings: Settings, broker: str | None = None, *,

@@ -55,6 +55,7 @@ from orchmem.tasks.writeback import WRITEBACK
 from .app import OrchmemCelery, create_app, create_immediate_app
 from .handles import BulletinResult, Context, WriteHandle, task_result
 from .pending import PendingWrites
+from .redis_clients import broker_client
 from .remote import empty_bundle, remote_recall
 
 logger = logging.getLogger(__name__)
@@ -212,7 +213,8 @@ class MemoryClient:
         """Fail fast (1 s) on a dead broker, before Celery starts its own retries."""
         if self._redis is None:
             url = self.app.conf.broker_url
-            self._redis = redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=1)
+            self._redis = broker_client(url, self.settings, socket_connect_timeout=1,
+                                        socket_timeout=1)
         try:
             self._redis.ping()
         except redis.RedisError as exc:

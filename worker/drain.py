@@ -15,6 +15,7 @@ import redis
 
 from orchmem.config import BrokerUnavailable, Settings
 
+from .redis_clients import broker_client
 from .routing import control_queue_name
 
 
@@ -33,7 +34,7 @@ def stale_queues(settings: Settings, client: redis.Redis) -> list[str]:
 def drain(settings: Settings, broker_url: str) -> dict[str, int]:
     """Move every message of the stale queues to shard 0's control queue; returns the
     count per queue. Raises BrokerUnavailable when the broker cannot be reached."""
-    client = redis.Redis.from_url(broker_url, socket_timeout=10)
+    client = broker_client(broker_url, settings, socket_timeout=10)
     target = control_queue_name(settings, 0)
     moved: dict[str, int] = {}
     try:

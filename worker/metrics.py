@@ -26,6 +26,7 @@ from celery import signals
 from orchmem.config import Settings
 
 from .app import OrchmemCelery
+from .redis_clients import broker_client
 
 logger = logging.getLogger(__name__)
 
@@ -33,9 +34,9 @@ logger = logging.getLogger(__name__)
 class QueueDepthCollector:
     """Prometheus collector: the length of each shard queue, read at scrape time."""
 
-    def __init__(self, broker_url: str, queues: list[str]) -> None:
-        self.client = redis.Redis.from_url(broker_url, socket_timeout=2,
-                                           socket_connect_timeout=2)
+    def __init__(self, broker_url: str, settings: Settings, queues: list[str]) -> None:
+        self.client = broker_client(broker_url, settings, socket_timeout=2,
+                                    socket_connect_timeout=2)
         self.queues = queues
 
     def collect(self) -> Iterator[Any]:
@@ -65,7 +66,7 @@ def start_metrics(settings: Settings, app: OrchmemCelery, name: str, port: int,
 
     registry = CollectorRegistry()
     multiprocess.MultiProcessCollector(registry)
-    registry.register(QueueDepthCollector(app.conf.broker_url, queues))
+    registry.register(QueueDepthCollector(app.conf.broker_url, settings, queues))
     start_http_server(port, addr=settings.worker.metrics_address, registry=registry)
     _connect_task_signals()
     logger.info("metrics on http://%s:%s/metrics", settings.worker.metrics_address, port)

@@ -19,7 +19,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import redis
 from celery.exceptions import TimeoutError as CeleryTimeout
 
 from orchmem.config import OrchmemError
@@ -27,6 +26,7 @@ from orchmem.models.recall import RecallBundle
 from orchmem.tasks.publish import send
 from orchmem.tasks.read import RECALL_READ
 
+from .redis_clients import broker_client
 from .routing import queue_for
 
 if TYPE_CHECKING:
@@ -110,8 +110,8 @@ def running_reader_serves(app: OrchmemCelery, shard: int) -> bool:
     ``shard`` answers a ping now. Its hostname names its shards:
     ``orchmem-reader0-1@host``. False when the broker cannot be reached."""
     try:
-        redis.Redis.from_url(app.conf.broker_url, socket_connect_timeout=1,
-                             socket_timeout=1).ping()
+        broker_client(app.conf.broker_url, app.settings, socket_connect_timeout=1,
+                      socket_timeout=1).ping()
         replies = app.control.ping(timeout=READER_PING_S) or []
     except Exception:  # no broker: the caller recalls by itself
         return False

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from .database import OrchestratorDB
+if TYPE_CHECKING:
+    from .database import OrchestratorDB
 
 MAX_CHAIN = 50
 _NEWER = ("SELECT e.to_memory_id, e.from_memory_id FROM memory_edges AS e "

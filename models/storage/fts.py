@@ -8,10 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..textquery import query_terms
-from .database import OrchestratorDB
 from .tables import live
+
+if TYPE_CHECKING:
+    from .database import OrchestratorDB
 
 
 def match_expression(terms: Sequence[str]) -> str:

@@ -8,8 +8,9 @@ when it opens it (:func:`migrate`; ``orchmem migrate`` does the same on demand):
 2. every step in ONE IMMEDIATE transaction, which reads the version again under the
    write lock (two writers opening the same old file run the steps once);
 3. a check inside that transaction: ``integrity_check``, the FTS index's own
-   integrity check, and the row counts of memories, sources, edges, events and vectors
-   unchanged;
+   integrity check, the row counts of memories, sources, edges, events and vectors
+   unchanged, and a sample recall (sample_recall.py: a few memories found by their own
+   words, read back with their content and sources, their vectors decoding);
 4. ``schema_version`` and ``last_migrated_at`` written, then the commit.
 
 A crash anywhere leaves the old version (the transaction never committed) or the new
@@ -43,7 +44,7 @@ from typing import TYPE_CHECKING
 import peewee
 
 from ..schema import format_ts, utc_now
-from . import steps_time
+from . import sample_recall, steps_time
 from .backup import restore_backup, take_backup
 from .degraded import mark_degraded
 from .tables import META_LAST_MIGRATED_AT, META_SCHEMA_VERSION, SCHEMA_VERSION, MetaRow
@@ -121,8 +122,8 @@ def _counts(odb: OrchestratorDB, tables: tuple[str, ...] = _KEPT) -> dict[str, i
 
 
 def check_migrated(odb: OrchestratorDB, before: dict[str, int]) -> None:
-    """Inside the migration's transaction: integrity, FTS and row counts; raises
-    MigrationFailed naming what is wrong."""
+    """Inside the migration's transaction: integrity, FTS, row counts and a sample
+    recall; raises MigrationFailed naming what is wrong."""
     problems = [str(r[0]) for r in odb.db.execute_sql("PRAGMA integrity_check") if r[0] != "ok"]
     try:
         odb.db.execute_sql("INSERT INTO memory_fts(memory_fts) VALUES ('integrity-check')")
@@ -131,6 +132,8 @@ def check_migrated(odb: OrchestratorDB, before: dict[str, int]) -> None:
     after = _counts(odb, tuple(before))
     problems += [f"{t}: {before[t]} rows before, {after[t]} after" for t in before
                  if before[t] != after[t]]
+    if not problems:
+        problems += sample_recall.problems(odb)
     if problems:
         raise MigrationFailed("; ".join(problems[:5]))
 

@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from .database import OrchestratorDB
+if TYPE_CHECKING:
+    from .database import OrchestratorDB
 
 #: How far (in rows) a conversation's neighbour is looked for: rows of other
 #: conversations written in between are skipped, up to this many.

@@ -13,6 +13,7 @@ writes inside its ``odb.write()`` (one transaction for the whole import).
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from .tables import (
     MemoryEventRow,
     MemoryRow,
     MemorySourceRow,
+    live,
 )
 from .tables import SCHEMA_VERSION as SCHEMA_VERSION
 
@@ -184,3 +186,15 @@ def export_meta(odb: OrchestratorDB) -> dict[str, Any]:
     return {"schema_version": int(meta.get("schema_version", 0)),
             "last_migrated_at": meta.get("last_migrated_at", ""),
             "embedder_version": embedder[0][0] if embedder else ""}
+
+
+def vector_rows(odb: OrchestratorDB, left_out: set[str]) -> Iterator[dict[str, Any]]:
+    """Each live memory's stored vector for ``vectors.jsonl`` (models/export_vectors.py),
+    sorted by memoryId, the vector as base64 of its float32 bytes (inside ``odb.read()``)."""
+    for memory_id, embedder, dim, blob in odb.sql(
+            "SELECT e.memory_id, e.embedder, e.dim, e.vector FROM memory_embeddings e "
+            f"JOIN memories m ON m.memory_id = e.memory_id WHERE {live('m')} "
+            "ORDER BY e.memory_id"):
+        if memory_id not in left_out:
+            yield {"dim": dim, "embedder": embedder, "memoryId": memory_id,
+                   "vector": base64.b64encode(bytes(blob)).decode("ascii")}

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..schema import CapturedBy, Source, SourceType
-from .database import OrchestratorDB
 from .tables import MemorySourceRow
+
+if TYPE_CHECKING:
+    from .database import OrchestratorDB
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..schema import (
     CapturedBy,
@@ -27,9 +27,11 @@ from ..schema import (
     SourceType,
     Status,
 )
-from .database import OrchestratorDB
 from .provenance import CapturedSource
 from .validity_columns import NO_TIME_COLUMNS_SQL, TIME_COLUMNS_SQL, has_time
+
+if TYPE_CHECKING:
+    from .database import OrchestratorDB
 
 #: The columns of a node, in the order :func:`_node` reads them.
 _NODE_COLUMNS = ("memory_id, type, importance, content, summary, confidence, status, "

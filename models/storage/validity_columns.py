@@ -10,16 +10,17 @@ and the time of its memories reads as unknown (None).
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from peewee import Field
 
 from ..schema import MemoryInput, format_ts, utc_now
 from ..timeexpr import resolve
-from .database import OrchestratorDB
-from .migrations import schema_version
 from .steps_time import VERSION as TIME_SCHEMA
-from .tables import META_SCHEMA_VERSION, MemoryRow
+from .tables import META_SCHEMA_VERSION, MemoryRow, MetaRow
+
+if TYPE_CHECKING:
+    from .database import OrchestratorDB
 
 _TIME_NAMES = frozenset({"valid_from", "valid_to", "time_refs"})
 #: The time columns in a SELECT list, for a file that has them and for one that has not.
@@ -30,7 +31,8 @@ NO_TIME_COLUMNS_SQL = "NULL, NULL, NULL"
 def memory_fields() -> list[Field]:
     """The fields of ``MemoryRow`` the bound file has (inside a bound block)."""
     fields = MemoryRow._meta.sorted_fields
-    if schema_version() >= TIME_SCHEMA:
+    version = MetaRow.get_or_none(MetaRow.key == META_SCHEMA_VERSION)
+    if version is not None and int(version.value) >= TIME_SCHEMA:
         return list(fields)
     return [f for f in fields if f.column_name not in _TIME_NAMES]
 

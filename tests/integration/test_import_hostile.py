@@ -3,9 +3,11 @@ field, and nothing is written."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import shutil
+import struct
 import tomllib
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -206,3 +208,63 @@ def test_an_edge_to_a_memory_not_in_the_export_is_refused(target: Any, folder: P
     error = refused(target, folder, embedder)
     assert error.reason == "dangling"
     assert error.errors[0]["path"] == "edges.jsonl:1:toMemoryId"
+
+
+@pytest.fixture
+def with_vectors(tmp_path: Path, exported: Path, embedder: Embedder) -> Path:
+    """An export with vectors.jsonl (made from the exported folder's own records)."""
+    source = Databases(make_settings(tmp_path / "v", ""))
+    odb = source.open(ORCH)
+    assert odb is not None
+    import_folder(odb, exported, embedder=embedder, batch_size=64)
+    export_jsonl(odb, tmp_path / "vectors", include_vectors=True)
+    source.close_all()
+    return tmp_path / "vectors"
+
+
+def rewrite_vectors(folder: Path, rows: list[dict[str, Any]], count: int | None = None
+                    ) -> None:
+    path, manifest = folder / "vectors.jsonl", folder / "manifest.toml"
+    body = manifest.read_text()
+    old = tomllib.loads(body)
+    path.write_text(dump(rows))
+    body = body.replace(old["sha256"]["vectors.jsonl"],
+                        hashlib.sha256(path.read_bytes()).hexdigest())
+    if count is not None:
+        body = body.replace(f'"vectors" = {old["counts"]["vectors"]}', f'"vectors" = {count}')
+    manifest.write_text(body)
+
+
+def _nan(dim: int) -> str:
+    return base64.b64encode(struct.pack(f"<{dim}f", *([float("nan")] * dim))).decode()
+
+
+@pytest.mark.parametrize("change,where", [
+    (lambda r: r | {"dim": 2}, "vectors.jsonl:1:vector"),
+    (lambda r: r | {"vector": "not base64!"}, "vectors.jsonl:1:vector"),
+    (lambda r: r | {"vector": _nan(r["dim"])}, "vectors.jsonl:1:vector"),
+    (lambda r: r | {"dim": True}, "vectors.jsonl:1:dim"),
+    (lambda r: r | {"extra": 1}, "vectors.jsonl:1"),
+    (lambda r: r | {"memoryId": r["memoryId"][:-1] + "0"}, "vectors.jsonl:1:memoryId"),
+    (lambda r: r | {"vector": base64.b64encode(struct.pack(f"<{r['dim']}f",
+                                                          *([0.5] * r["dim"]))).decode()},
+     "vectors.jsonl:1:vector"),  # the embedder's vectors have unit length
+])
+def test_a_bad_vectors_line_names_its_field_and_imports_nothing(
+        target: Any, with_vectors: Path, embedder: Embedder, change: Any, where: str) -> None:
+    rows = [json.loads(x) for x in (with_vectors / "vectors.jsonl").read_text().splitlines()]
+    rewrite_vectors(with_vectors, [change(rows[0]), *rows[1:]])
+    error = refused(target, with_vectors, embedder)
+    assert where in str(error), str(error)
+
+
+def test_a_tampered_short_or_reordered_vectors_file_is_refused(
+        target: Any, with_vectors: Path, embedder: Embedder) -> None:
+    path = with_vectors / "vectors.jsonl"
+    rows = [json.loads(x) for x in path.read_text().splitlines()]
+    path.write_text(dump(rows[1:]))
+    assert refused(target, with_vectors, embedder).reason == "hash_mismatch"
+    rewrite_vectors(with_vectors, rows[1:])
+    assert refused(target, with_vectors, embedder).reason == "count_mismatch"
+    rewrite_vectors(with_vectors, [rows[1], rows[0], *rows[2:]])
+    assert refused(target, with_vectors, embedder).reason == "order"

@@ -31,6 +31,9 @@ from orchmem.worker.client import MemoryClient
 
 ORCH = "upgrader"
 SCHEMA_1 = Path(__file__).parents[1] / "data" / "memory_db_schema_v1.json"
+#: The schema (sqlite_master) each shipped release created, by schema version.
+SNAPSHOTS = {int(p.stem.rsplit("_v", 1)[1]): p
+             for p in SCHEMA_1.parent.glob("memory_db_schema_v*.json")}
 
 
 def schema(path: Path) -> list[str]:
@@ -55,9 +58,9 @@ def ranks(settings: Settings) -> list[tuple[str, int]]:
     return out
 
 
-@pytest.fixture
-def legacy(tmp_path: Path, embedder: Embedder) -> Iterator[dict[str, Any]]:
-    """A schema-1 file with every kind of row, its export and recall as schema 2 gave them."""
+def make_legacy(tmp_path: Path, embedder: Embedder, version: int) -> dict[str, Any]:
+    """A file of schema ``version`` with every kind of row, and its export and recall as
+    the current schema gave them."""
     settings = make_settings(tmp_path / "root", "")
     databases = Databases(settings)
     odb = databases.open(ORCH)
@@ -66,10 +69,26 @@ def legacy(tmp_path: Path, embedder: Embedder) -> Iterator[dict[str, Any]]:
     export_jsonl(odb, tmp_path / "before")
     before = ranks(settings)
     databases.close_all()
-    as_schema(settings, ORCH, 1)
-    assert schema(odb.workspace.db_path) == json.loads(SCHEMA_1.read_text())["schema"]
-    yield {"settings": settings, "workspace": odb.workspace, "ranks": before,
-           "export": tmp_path / "before", "tmp": tmp_path}
+    as_schema(settings, ORCH, version)
+    assert schema(odb.workspace.db_path) == json.loads(SNAPSHOTS[version].read_text())["schema"]
+    return {"settings": settings, "workspace": odb.workspace, "ranks": before,
+            "export": tmp_path / "before", "tmp": tmp_path}
+
+
+@pytest.fixture
+def legacy(tmp_path: Path, embedder: Embedder) -> Iterator[dict[str, Any]]:
+    """A schema-1 file with every kind of row, its export and recall as schema 2 gave them."""
+    yield make_legacy(tmp_path, embedder, 1)
+
+
+@pytest.mark.parametrize("version", sorted(SNAPSHOTS))
+def test_a_file_of_every_shipped_schema_migrates_intact_and_recall_finds_the_same(
+        tmp_path: Path, embedder: Embedder, version: int) -> None:
+    legacy = make_legacy(tmp_path, embedder, version)
+    odb = Databases(legacy["settings"]).open(ORCH)
+    assert odb is not None and odb.meta("schema_version") == str(SCHEMA_VERSION)
+    same_export(odb, legacy, "after")  # every memory, source, edge and audit event
+    assert ranks(legacy["settings"]) == legacy["ranks"]
 
 
 def same_export(odb: OrchestratorDB, legacy: Any, name: str) -> None:
@@ -109,8 +128,16 @@ def loses_a_row(odb: OrchestratorDB) -> None:
                        "memory_sources)")
 
 
-@pytest.mark.parametrize("step,message", [(fails_after_its_ddl, "disk said no"),
-                                          (loses_a_row, "memory_sources: 9 rows before, 8")])
+def garbles_the_vectors(odb: OrchestratorDB) -> None:
+    """Every row kept, integrity fine: only the sample recall sees recall is broken."""
+    migrations.upgrade_to_2(odb)
+    odb.db.execute_sql("UPDATE memory_embeddings SET vector = zeroblob(length(vector))")
+
+
+@pytest.mark.parametrize("step,message", [
+    (fails_after_its_ddl, "disk said no"),
+    (loses_a_row, "memory_sources: 9 rows before, 8"),
+    (garbles_the_vectors, "sample recall: the vector of")])
 def test_a_failed_migration_restores_the_file_and_degrades_to_read_only(
         legacy: Any, monkeypatch: pytest.MonkeyPatch, step: Any, message: str) -> None:
     monkeypatch.setattr(migrations, "MIGRATIONS",

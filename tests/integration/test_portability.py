@@ -3,12 +3,14 @@ the round trip into a fresh root, merging, and the Markdown view."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import tomllib
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 from memory_seed import CONTENTS, seed
@@ -91,6 +93,49 @@ def test_round_trip_into_a_fresh_root_gives_identical_files_and_recall(
     assert stats(target)["embeddingsMissing"] == 0
 
     assert ranks(source["databases"]) == ranks(Databases(target_settings, readonly=True))
+
+
+def stored_vectors(odb: OrchestratorDB) -> dict[str, tuple[str, bytes]]:
+    with odb.read():
+        return {r[0]: (r[1], bytes(r[2])) for r in odb.sql(
+            "SELECT memory_id, embedder, vector FROM memory_embeddings")}
+
+
+def test_an_export_with_vectors_is_imported_without_embedding_again(
+        source: Any, tmp_path: Path, embedder: Embedder) -> None:
+    manifest = export_jsonl(source["odb"], tmp_path / "out", include_vectors=True)
+    vectors = stored_vectors(source["odb"])
+    assert manifest["counts"]["vectors"] == len(vectors) > 5
+    target_settings, target = fresh(tmp_path, "b")
+    seen: list[tuple[int, int]] = []
+    report = import_folder(target, tmp_path / "out", embedder=embedder, batch_size=4,
+                           progress=lambda done, total: seen.append((done, total)))
+    assert seen == [] and report["vectorsFromFile"] == len(vectors)  # the model never ran
+    assert stored_vectors(target) == vectors and stats(target)["embeddingsMissing"] == 0
+    assert ranks(source["databases"]) == ranks(Databases(target_settings, readonly=True))
+
+    export_jsonl(source["odb"], tmp_path / "plain")  # a later plain export drops the file
+    assert not (tmp_path / "plain" / "vectors.jsonl").exists()
+    assert not (tmp_path / "out" / "vectors.jsonl").read_text().count("NaN")
+
+
+def test_vectors_of_another_embedder_are_computed_again(source: Any, tmp_path: Path,
+                                                        embedder: Embedder) -> None:
+    export_jsonl(source["odb"], tmp_path / "out", include_vectors=True)
+    path, manifest = tmp_path / "out" / "vectors.jsonl", tmp_path / "out" / "manifest.toml"
+    old_hash = hashlib.sha256(path.read_bytes()).hexdigest()
+    path.write_text(path.read_text().replace(embedder.version, "other-model:384:norm"))
+    manifest.write_text(manifest.read_text().replace(
+        old_hash, hashlib.sha256(path.read_bytes()).hexdigest()))
+    _, target = fresh(tmp_path, "b")
+    report = import_folder(target, tmp_path / "out", embedder=embedder, batch_size=64)
+    assert report["vectorsFromFile"] == 0
+    again, before = stored_vectors(target), stored_vectors(source["odb"])
+    assert again.keys() == before.keys()  # embedded again by the same model: the same
+    for memory_id, (version, blob) in again.items():  # vectors up to batching's rounding
+        assert version == before[memory_id][0] and np.allclose(
+            np.frombuffer(blob, np.float32), np.frombuffer(before[memory_id][1], np.float32),
+            atol=1e-5)
 
 
 def ranks(databases: Databases) -> list[tuple[str, int, int | None, int | None]]:

@@ -113,3 +113,29 @@ def test_importing_every_module_touches_no_file_socket_or_model(tmp_path: Path) 
 def test_the_modules_left_out_are_entry_points(module: str) -> None:
     path = PROJECT / Path(*module.split(".")[1:]).with_suffix(".py")
     assert path.name == "__main__.py" and path.exists()
+
+
+_EACH_FIRST = r"""
+import json, sys
+
+failed = {}
+for module in json.loads(sys.argv[1]):
+    for loaded in [m for m in sys.modules if m == "orchmem" or m.startswith("orchmem.")]:
+        del sys.modules[loaded]
+    try:
+        __import__(module)
+    except Exception as exc:
+        failed[module] = f"{type(exc).__name__}: {exc}"
+print(json.dumps({"failed": failed, "count": len(json.loads(sys.argv[1]))}))
+"""
+
+
+def test_every_module_imports_first_with_no_circular_import() -> None:
+    """Imported alone, before any other orchmem module: a cycle (database → migrations →
+    ... → database) only shows in the order that enters it from the middle."""
+    modules = sorted({module_name(p) for p in sources()} - RUNS_ON_IMPORT)
+    done = subprocess.run([sys.executable, "-c", _EACH_FIRST, json.dumps(modules)],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report == {"failed": {}, "count": len(modules)} and len(modules) > 100

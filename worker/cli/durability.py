@@ -20,8 +20,13 @@ from orchmem.models.storage.backup import (
 )
 from orchmem.models.storage.database import Databases, OrchestratorDB, known_orchestrators
 from orchmem.models.storage.degraded import clear_degraded, degraded_info
-from orchmem.models.storage.migrations import MIGRATIONS, MigrationFailed, downgrade, pending
-from orchmem.models.storage.tables import SCHEMA_VERSION
+from orchmem.models.storage.migrations import (
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    MigrationFailed,
+    downgrade,
+    pending,
+)
 from orchmem.models.workspace import Workspace
 from orchmem.tasks.bulletin import write_bulletin
 

@@ -27,6 +27,7 @@ from ..broker import broker_url
 from ..client import MemoryClient
 from ..handles import found_by
 from ..publish import publish
+from ..redis_clients import broker_client
 from ..remote import ask_reader, running_reader_serves
 from ..routing import all_queues, queue_for, shard_for
 from .common import (
@@ -182,8 +183,8 @@ def queue_depths(settings: Settings) -> dict[str, int] | str:
     import redis
 
     try:
-        client = redis.Redis.from_url(broker_url(settings), socket_timeout=2,
-                                      socket_connect_timeout=2)
+        client = broker_client(broker_url(settings), settings, socket_timeout=2,
+                               socket_connect_timeout=2)
         return {queue: int(client.llen(queue)) for queue in all_queues(settings)}
     except (OrchmemError, redis.RedisError) as exc:
         return f"unavailable ({exc})"

@@ -23,13 +23,16 @@ from .common import Cli, emit, json_option, orch_option, pass_cli
               help="Folder to write into (created when missing; files in it are replaced).")
 @click.option("--include-restricted", is_flag=True,
               help="Also export memories whose sensitivity is Restricted.")
+@click.option("--vectors", "include_vectors", is_flag=True,
+              help="Also write vectors.jsonl (the stored embeddings): an import with the "
+                   "same embedder reuses them instead of embedding again.")
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "md"]), default="jsonl",
               show_default=True, help="jsonl: records/sources/edges/audit + manifest.toml "
               "(importable); md: memories.md grouped by type, for reading.")
 @json_option
 @pass_cli
-def export(cli: Cli, orchestrator_id: str, out_dir: str, include_restricted: bool, fmt: str,
-           as_json: bool) -> None:
+def export(cli: Cli, orchestrator_id: str, out_dir: str, include_restricted: bool,
+           include_vectors: bool, fmt: str, as_json: bool) -> None:
     """Write one orchestrator's memory to files, from one read-only snapshot.
 
     The same database always gives byte-identical .jsonl files.
@@ -45,7 +48,8 @@ def export(cli: Cli, orchestrator_id: str, out_dir: str, include_restricted: boo
             path = export_markdown(odb, folder, include_restricted=include_restricted)
             emit({"ok": True, "file": str(path)}, as_json, f"wrote {path}")
             return
-        manifest = export_jsonl(odb, folder, include_restricted=include_restricted)
+        manifest = export_jsonl(odb, folder, include_restricted=include_restricted,
+                                include_vectors=include_vectors)
     finally:
         databases.close_all()
     counts = manifest["counts"]
@@ -53,7 +57,9 @@ def export(cli: Cli, orchestrator_id: str, out_dir: str, include_restricted: boo
             if manifest["restricted_left_out"] else "")
     emit({"ok": True, "folder": str(folder), **manifest}, as_json,
          f"exported {counts['records']} memories, {counts['sources']} sources, "
-         f"{counts['edges']} edges, {counts['audit']} audit events to {folder}{note}")
+         f"{counts['edges']} edges, {counts['audit']} audit events"
+         + (f", {counts['vectors']} vectors" if "vectors" in counts else "")
+         + f" to {folder}{note}")
 
 
 @click.command(name="import")
@@ -69,7 +75,8 @@ def import_(cli: Cli, orchestrator_id: str, folder: str, skip_conflicts: bool,
     """Import an export FOLDER into an orchestrator (new, or merging), all or nothing.
 
     The manifest's hashes are checked first; a bad line (file, line and field named) or a
-    conflict imports nothing. Embeddings are computed again, in batches, with progress.
+    conflict imports nothing. Embeddings are computed again, in batches, with progress,
+    except those the export's vectors.jsonl holds for this embedder (export --vectors).
     """
     settings = cli.settings
     # The manifest is read before the database opens: a folder for another orchestrator
@@ -93,7 +100,8 @@ def import_(cli: Cli, orchestrator_id: str, folder: str, skip_conflicts: bool,
     written = report["written"]
     lines = [f"imported {written['records']} memories, {written['sources']} sources, "
              f"{written['edges']} edges, {written['audit']} audit events, "
-             f"{written['vectors']} vectors; {report['skipped']} already present"]
+             f"{written['vectors']} vectors ({report['vectorsFromFile']} from the export's "
+             f"vectors.jsonl); {report['skipped']} already present"]
     lines += [f"conflict left out: {c['path']}: {c['message']}" for c in report["conflicts"]]
     emit({"ok": True, "orchestratorId": orchestrator_id, **report}, as_json, "\n".join(lines))
 
