@@ -16,13 +16,13 @@ from peewee import Field
 
 from ..schema import MemoryInput, format_ts, utc_now
 from ..timeexpr import resolve
-from .steps_time import VERSION as TIME_SCHEMA
-from .tables import META_SCHEMA_VERSION, MemoryRow, MetaRow
+from .tables import MemoryRow
 
 if TYPE_CHECKING:
     from .database import OrchestratorDB
 
 _TIME_NAMES = frozenset({"valid_from", "valid_to", "time_refs"})
+_HAS_TIME = "SELECT 1 FROM pragma_table_info('memories') WHERE name = 'valid_from'"
 #: The time columns in a SELECT list, for a file that has them and for one that has not.
 TIME_COLUMNS_SQL = "valid_from, valid_to, time_refs"
 NO_TIME_COLUMNS_SQL = "NULL, NULL, NULL"
@@ -31,16 +31,17 @@ NO_TIME_COLUMNS_SQL = "NULL, NULL, NULL"
 def memory_fields() -> list[Field]:
     """The fields of ``MemoryRow`` the bound file has (inside a bound block)."""
     fields = MemoryRow._meta.sorted_fields
-    version = MetaRow.get_or_none(MetaRow.key == META_SCHEMA_VERSION)
-    if version is not None and int(version.value) >= TIME_SCHEMA:
+    if MemoryRow._meta.database.execute_sql(_HAS_TIME).fetchone() is not None:
         return list(fields)
     return [f for f in fields if f.column_name not in _TIME_NAMES]
 
 
 def has_time(odb: OrchestratorDB) -> bool:
-    """True when ``odb``'s file has the time columns (one small read, no binding)."""
-    row = odb.sql("SELECT value FROM meta WHERE key = ?", (META_SCHEMA_VERSION,))
-    return bool(row) and int(row[0][0]) >= TIME_SCHEMA
+    """True when ``odb``'s file has the time columns (one small read, no binding).
+
+    The table is asked, not ``meta``: inside a migration's transaction the columns
+    come and go before the version is written."""
+    return bool(odb.sql(_HAS_TIME))
 
 
 def validity_columns(memory: MemoryInput) -> dict[str, Any]:
