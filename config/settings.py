@@ -66,6 +66,10 @@ class RetrievalSettings(_Section):
     min_similarity_text: float = Field(0.2, ge=0.0, le=1.0)
     #: How long a client's recall waits for its own unfinished write-backs.
     read_your_writes_timeout_s: float = Field(5.0, ge=0.0, le=120.0)
+    #: Plan every recall by the kind of question (models/router.py; README "Router"):
+    #: the question's time window, neighbours of the first hits. A recall's own
+    #: ``route`` argument wins.
+    router: bool = False
 
 
 class IngestSettings(_Section):

@@ -69,7 +69,8 @@ _ENUMS: dict[str, frozenset[str]] = {
 }
 _RANGES = {"importance": (0, 100), "confidence": (0.0, 1.0), "weight": (0.0, 1.0),
            "forgotten": (0, 1), "stated": (0, 1)}
-_TIMESTAMPS = frozenset({"createdAt", "updatedAt", "capturedAt", "at"})
+_TIMESTAMPS = frozenset({"createdAt", "updatedAt", "capturedAt", "at", "validFrom",
+                         "validTo"})
 _MEMORY_IDS = frozenset({"memoryId", "fromMemoryId", "toMemoryId"})
 
 

@@ -84,13 +84,17 @@ def build(request: WritebackRequest, extractor: Extractor, workspace: Workspace,
 
 def _add(out: Proposals, candidate: Candidate, source: _Provenance, workspace: Workspace,
          max_content_chars: int, where: str, strict: bool = False,
-         said: datetime | None = None) -> None:
-    """Validate and append; an invalid extracted candidate is skipped, a given one fails."""
+         said: datetime | None = None, since: datetime | None = None) -> None:
+    """Validate and append; an invalid extracted candidate is skipped, a given one fails.
+
+    ``said`` becomes its createdAt, ``since`` its validFrom (a message's time)."""
     data: dict[str, Any] = {"type": candidate.type.value, "content": candidate.content,
             "importance": candidate.importance, "confidence": candidate.confidence,
             "source": source.validated or source.given, **source.placement}
     if said is not None:
         data["createdAt"] = said
+    if since is not None:
+        data["validFrom"] = since
     try:
         memory = validate(MemoryInput, data, workspace=workspace,
                           max_content_chars=max_content_chars, where=where)
@@ -114,7 +118,7 @@ def _from_transcript(out: Proposals, transcript: ChannelTranscript, extractor: E
         for candidate in extractor([Message(role=message.role, text=message.text)],
                                    "transcript"):
             _add(out, candidate, source, workspace, max_content_chars, "channelTranscript",
-                 said=message.at or said)
+                 said=message.at or said, since=message.at or said)
 
 
 def _from_workflow(out: Proposals, output: WorkflowOutput, extractor: Extractor,

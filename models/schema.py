@@ -283,6 +283,10 @@ class MemoryInput(WireModel):
     sensitivity: Sensitivity | None = None
     tags: Tags = Field(default_factory=list)
     metadata: Metadata = Field(default_factory=dict)
+    #: When it happened or became true (default: when it was said, createdAt), and when
+    #: it stopped being true (open when None). See models/validity.py.
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
 
     @model_validator(mode="after")
     def _scope_complete(self) -> MemoryInput:
@@ -291,10 +295,20 @@ class MemoryInput(WireModel):
             raise ValueError(problem)
         return self
 
-    @field_validator("created_at", mode="before")
+    @field_validator("created_at", "valid_from", "valid_to", mode="before")
     @classmethod
     def _created_at(cls, value: Any) -> Any:
         return None if value is None else check_timestamp(value)
+
+    @field_validator("valid_to")
+    @classmethod
+    def _window(cls, value: datetime | None, info: ValidationInfo) -> datetime | None:
+        """validTo may not come before validFrom (or createdAt, when no validFrom)."""
+        named = "validFrom" if info.data.get("valid_from") else "createdAt"
+        start = info.data.get("valid_from") or info.data.get("created_at")
+        if value is not None and start is not None and value < start:
+            raise ValueError(f"{value.isoformat()} is before {named} {start.isoformat()}")
+        return value
 
     @field_validator("content")
     @classmethod
@@ -355,6 +369,11 @@ class MemoryNode(WireModel):
     sensitivity: Sensitivity = Sensitivity.INTERNAL
     tags: list[str] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    #: When it became true (None: since createdAt) and stopped being true (None: still is).
+    valid_from: str | None = None
+    valid_to: str | None = None
+    #: Dated phrases of the content resolved against validFrom (models/timeexpr.py).
+    time_refs: list[dict[str, str]] | None = None
 
 
 class MemoryEdge(WireModel):

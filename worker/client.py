@@ -23,6 +23,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any, Literal
 
 import redis
@@ -394,8 +395,13 @@ class MemoryClient(ReflectionMixin, GovernanceCalls, ContextCalls):
                wait_for_writes: bool = True, episodes: bool = False,
                session_id: str | None = None, project_id: str | None = None,
                tags: Sequence[str] | None = None, include_restricted: bool = False,
-               purpose: str | None = None, view: View | None = None) -> RecallBundle:
+               purpose: str | None = None, view: View | None = None,
+               as_of: datetime | str | None = None, latest: bool = False,
+               route: bool | None = None) -> RecallBundle:
         """The memories most relevant to ``query`` (see ``orchmem.models.recall``).
+
+        ``as_of``: what was valid and known then; ``latest``: the heads of Updates chains;
+        ``route``: the router's plan (these three are answered in this process).
 
         Asking for another orchestrator (``orchestrator_id``) or for its memoryIds is
         denied and logged: the bundle is empty and says so in ``warnings``. A request
@@ -410,7 +416,9 @@ class MemoryClient(ReflectionMixin, GovernanceCalls, ContextCalls):
         warnings: list[str] = []
         if not self.memory.enabled:
             return empty_bundle(target, query, ["memory is disabled (memory.enabled = false)"])
-        if self.remote and target == self.orchestrator_id and not view.include_restricted:
+        timed = as_of is not None or latest or route is not None
+        if self.remote and target == self.orchestrator_id and not view.include_restricted \
+                and not timed:
             return remote_recall(self, query, top_n=top_n, types=types, memory_ids=memory_ids,
                                  include_inactive=include_inactive,
                                  wait_for_writes=wait_for_writes, view=view)
@@ -423,7 +431,7 @@ class MemoryClient(ReflectionMixin, GovernanceCalls, ContextCalls):
             bundle = recall(target, query, databases=self.databases, top_n=top_n, types=types,
                             include_inactive=include_inactive, memory_ids=memory_ids,
                             requester=self.orchestrator_id, episodes=episodes, view=view,
-                            purpose=purpose)
+                            purpose=purpose, as_of=as_of, latest=latest, route=route)
         except Exception as exc:
             return empty_bundle(target, query, [*warnings, self._warn("recall", exc)])
         if warnings:

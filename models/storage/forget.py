@@ -35,7 +35,7 @@ def erase(odb: OrchestratorDB, memory_id: str) -> None:
     row = MemoryRow.get(MemoryRow.memory_id == memory_id)
     _release_subject(row)
     (MemoryRow.update(content="", summary="", subject=None, value=None, tags="[]",
-                      metadata="{}",
+                      metadata="{}", time_refs=None,
                       fingerprint=f"forgotten:{memory_id}", forgotten=1,
                       status=Status.RETRACTED.value, updated_at=format_ts(utc_now()))
      .where(MemoryRow.memory_id == memory_id).execute())

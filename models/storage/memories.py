@@ -40,6 +40,7 @@ from .tables import (
     MemorySourceRow,
     live_rows,
 )
+from .validity_columns import close_window, memory_fields, validity_columns
 from .visibility import DEFAULT_VIEW, View
 
 logger = logging.getLogger(__name__)
@@ -86,7 +87,7 @@ def _active_of(memory_type: str) -> Any:
 
 def get(memory_id: str) -> StoredMemory | None:
     """The stored state of ``memory_id``, or None (inside a bound block)."""
-    row = MemoryRow.get_or_none(MemoryRow.memory_id == memory_id)
+    row = MemoryRow.select(*memory_fields()).where(MemoryRow.memory_id == memory_id).first()
     return None if row is None else _stored(row)
 
 
@@ -169,6 +170,7 @@ def insert_memory(memory_id: str, memory: MemoryInput, *, key: str,
         created_at=created,
         updated_at=format_ts(now),
         **governance_columns(memory),
+        **validity_columns(memory),
     )
     add_source(memory_id, src, key=key, at=created)
 
@@ -280,13 +282,20 @@ def reinforce(stored: StoredMemory, memory: MemoryInput, *, key: str) -> None:
 
 def set_status(stored: StoredMemory, status: Status, *, reason: str | None, actor: str,
                key: str | None, by: str | None = None) -> None:
-    """Change the status of ``stored`` and audit it (inside a write transaction)."""
-    (MemoryRow.update(status=status.value, updated_at=format_ts(utc_now()))
+    """Change the status of ``stored`` and audit it (inside a write transaction).
+
+    A supersede closes the older memory's window: its validTo becomes the time the newer
+    one (``by``) became true, unless it already had one.
+    """
+    closed = close_window(stored.memory_id, by) if status == Status.SUPERSEDED else None
+    (MemoryRow.update(status=status.value, updated_at=format_ts(utc_now()),
+                      **({"valid_to": closed} if closed else {}))
      .where(MemoryRow.memory_id == stored.memory_id).execute())
     op = {Status.SUPERSEDED: "supersede", Status.RETRACTED: "retract",
           Status.ACTIVE: "reactivate"}[status]
     add_event(op, [stored.memory_id, *([by] if by else [])], before={"status": stored.status},
-              after={"status": status.value, **({"by": by} if by else {})},
+              after={"status": status.value, **({"by": by} if by else {}),
+                     **({"validTo": closed} if closed else {})},
               reason=reason, actor=actor, key=key)
 
 
@@ -310,6 +319,9 @@ def row_to_node(row: MemoryRow, orchestrator_id: str, topic: str | None = None) 
         topic=topic,
         **governance_fields(row.tier, row.scope, row.session_id, row.project_id,
                             row.sensitivity, row.tags, row.metadata),
+        valid_from=row.valid_from,
+        valid_to=row.valid_to,
+        time_refs=json.loads(row.time_refs) if row.time_refs else None,
     )
 
 
@@ -320,7 +332,7 @@ def list_memories(odb: OrchestratorDB, *, status: Status | None = Status.ACTIVE,
     (scope, sensitivity, tags: storage/visibility.py)."""
     seen, seen_params = view.sql()
     with odb.read():
-        query = MemoryRow.select().where(live_rows(), SQL(seen, seen_params))
+        query = MemoryRow.select(*memory_fields()).where(live_rows(), SQL(seen, seen_params))
         if status is not None:
             query = query.where(MemoryRow.status == status.value)
         if types:
@@ -337,7 +349,7 @@ def get_nodes(odb: OrchestratorDB, memory_ids: Sequence[str]) -> list[MemoryNode
     if not memory_ids:
         return []
     with odb.read():
-        rows = {r.memory_id: r for r in MemoryRow.select().where(
+        rows = {r.memory_id: r for r in MemoryRow.select(*memory_fields()).where(
             MemoryRow.memory_id.in_(list(memory_ids)), live_rows())}
         topics = topics_of(list(rows))
     return [row_to_node(rows[m], odb.orchestrator_id, topics.get(m)) for m in memory_ids

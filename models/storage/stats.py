@@ -39,7 +39,7 @@ def stats(odb: OrchestratorDB) -> dict[str, Any]:
         for counts in by_type.values():
             for status, n in counts.items():
                 by_status[status] = by_status.get(status, 0) + n
-        missing = (MemoryRow.select()
+        missing = (MemoryRow.select(MemoryRow.id)
                    .join(MemoryEmbeddingRow, on=(MemoryEmbeddingRow.memory == MemoryRow.memory_id),
                          join_type=JOIN.LEFT_OUTER)
                    .where(MemoryEmbeddingRow.memory.is_null(), live_rows())

@@ -81,6 +81,11 @@ class MemoryRow(_Table):
     sensitivity = CharField(default="internal", constraints=[SQL("DEFAULT 'internal'")])
     tags = TextField(default="[]", constraints=[SQL("DEFAULT '[]'")])  # JSON list
     metadata = TextField(default="{}", constraints=[SQL("DEFAULT '{}'")])  # JSON object
+    #: Schema 4 (steps_time.py): when it became true (NULL: since created_at), when it
+    #: stopped (NULL: still true), and the dated phrases of its content (JSON list).
+    valid_from = CharField(null=True)
+    valid_to = CharField(null=True)
+    time_refs = TextField(null=True)
 
     class Meta:
         table_name = "memories"

@@ -293,13 +293,19 @@ def stats(cli: Cli, orchestrator_id: str | None, missing_ok: bool, as_json: bool
 @click.option("--include-restricted", is_flag=True,
               help="Also restricted memories (needs --purpose; audited in memory.log).")
 @click.option("--purpose", metavar="TEXT", help="Why restricted memories are read.")
+@click.option("--as-of", "as_of", metavar="TIME",
+              help="What was valid and known at TIME (ISO 8601 with a time zone).")
+@click.option("--latest", is_flag=True, help="Follow Updates chains to the newest memory.")
+@click.option("--route", is_flag=True, help="Plan the recall by the kind of question "
+              "(time window, neighbours); the plan is in --json's output.")
 @missing_ok_option
 @json_option
 @pass_cli
 def recall(cli: Cli, orchestrator_id: str, query: str, top_n: int | None, types: tuple[str, ...],
            include_inactive: bool, mode: str, local: bool, missing_ok: bool,
            as_json: bool, session_id: str | None, project_id: str | None,
-           tags: tuple[str, ...], include_restricted: bool, purpose: str | None) -> None:
+           tags: tuple[str, ...], include_restricted: bool, purpose: str | None,
+           as_of: str | None, latest: bool, route: bool) -> None:
     """Recall the memories most relevant to QUERY (hybrid: vectors + full text, fused by RRF).
 
     When `orchmem up` runs (its reader answers within 0.5 s), the reader answers, in
@@ -312,7 +318,9 @@ def recall(cli: Cli, orchestrator_id: str, query: str, top_n: int | None, types:
     except OrchmemError as exc:
         fail(exc, as_json)
         return
-    bundle = None if local or mode != "hybrid" or view.include_restricted else from_reader(
+    timed = as_of is not None or latest or route
+    bundle = None if local or mode != "hybrid" or view.include_restricted or timed else \
+        from_reader(
         cli.settings, orchestrator_id, query, top_n=top_n, types=list(types) or None,
         include_inactive=include_inactive, view=view)
     via = "by the running reader" if bundle is not None else "in this process"
@@ -321,7 +329,8 @@ def recall(cli: Cli, orchestrator_id: str, query: str, top_n: int | None, types:
                                  databases=Databases(cli.settings, readonly=True),
                                  top_n=top_n, types=list(types) or None,
                                  include_inactive=include_inactive, mode=mode, view=view,
-                                 purpose=purpose)
+                                 purpose=purpose, as_of=as_of, latest=latest,
+                                 route=route or None)
     lines = []
     for item in bundle.nodes:
         m = item.memory
