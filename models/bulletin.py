@@ -24,7 +24,7 @@ Todo and Decision lines are the last to go.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -35,6 +35,7 @@ from .contradictions import unresolved
 from .schema import format_ts, parse_ts
 from .storage import bulletin_reads
 from .storage.database import OrchestratorDB
+from .storage.visibility import DEFAULT_VIEW, View
 
 __all__ = ["SECTIONS", "Bulletin", "Conflict", "Facts", "Item", "Line", "build", "compose"]
 
@@ -203,12 +204,15 @@ def compose(facts: Facts, limits: BulletinSettings, now: datetime) -> Bulletin:
                     watermark=facts.watermark, sections=sections, truncated=truncated)
 
 
-def build(odb: OrchestratorDB, now: datetime) -> Bulletin:
+def build(odb: OrchestratorDB, now: datetime, view: View = DEFAULT_VIEW) -> Bulletin:
     """The bulletin of ``odb`` at ``now``: its facts read in one snapshot, then composed.
 
+    ``view`` (a session and/or project) picks the memories it may show: global ones by
+    default, never restricted ones (storage/visibility.py).
     Raises StorageError / MemoryCorrupt when the database cannot be read.
     """
     limits = odb.memory.bulletin
     facts = bulletin_reads.facts(odb, take=limits.max_items_per_section,
-                                 low_confidence=limits.low_confidence, keep=unresolved)
+                                 low_confidence=limits.low_confidence, keep=unresolved,
+                                 view=replace(view, include_restricted=False))
     return compose(facts, limits, now)

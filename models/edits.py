@@ -32,6 +32,7 @@ from pydantic import Field, TypeAdapter
 from orchmem.config import MemoryNotFound, MemoryValidationError, StorageError
 
 from .forget_files import delete_files, processed_files_with
+from .governance_edits import ForgetPolicy, Invalidate, Patch, apply_invalidate, apply_patch
 from .payloads import IdempotencyKey
 from .schema import (
     EdgeInput,
@@ -54,6 +55,7 @@ from .storage.events import add_event
 from .storage.forget import checkpoint_wal, erase
 from .storage.memories import StoredMemory, insert_memory, set_status
 from .storage.outbox import Outbox, prune_done
+from .storage.selection import select
 
 logger = logging.getLogger(__name__)
 
@@ -103,8 +105,9 @@ class Forget(_Edit):
     reason: Reason | None = None
 
 
-Edit = Annotated[Supersede | Retract | Link | Forget, Field(discriminator="op")]
-EDIT_ADAPTER: TypeAdapter[Supersede | Retract | Link | Forget] = TypeAdapter(Edit)
+AnyEdit = Supersede | Retract | Link | Forget | Patch | Invalidate | ForgetPolicy
+Edit = Annotated[AnyEdit, Field(discriminator="op")]
+EDIT_ADAPTER: TypeAdapter[AnyEdit] = TypeAdapter(Edit)
 
 
 def _stored(odb: OrchestratorDB, memory_id: str, where: str) -> StoredMemory:
@@ -120,7 +123,7 @@ def _done(key: str) -> dict[str, Any] | None:
     return None if stored is None else {**stored, "duplicate": True}
 
 
-def apply_edit(odb: OrchestratorDB, edit: Supersede | Retract | Link | Forget, *, key: str,
+def apply_edit(odb: OrchestratorDB, edit: AnyEdit, *, key: str,
                task: str) -> dict[str, Any]:
     """Apply one edit with its receipt, in one transaction; returns the task result.
 
@@ -136,16 +139,64 @@ def apply_edit(odb: OrchestratorDB, edit: Supersede | Retract | Link | Forget, *
                 result = _retract(odb, edit, key)
             elif isinstance(edit, Link):
                 result = _link(odb, edit, key)
+            elif isinstance(edit, Patch | Invalidate | ForgetPolicy):
+                result = _governance(odb, edit, key)
             else:
                 result = _forget(odb, edit, key)
             result = {"ok": True, "task": task, "op": edit.op,
                       "orchestratorId": odb.orchestrator_id, "idempotencyKey": key, **result}
             receipts.finish(key, receipts.DONE, result)
     done = stored if stored is not None else {**result, "duplicate": False}
-    if isinstance(edit, Forget) and edit.hard:
+    if erases(edit):
         # Also on a redelivery: the first delivery may have died before these ran.
         _erase_leftovers(odb, done.get("erased", {}).get("files", []))
     return done
+
+
+def erases(edit: AnyEdit) -> bool:
+    """True when ``edit`` is a hard forget (by id, or by policy and not a dry run)."""
+    return (isinstance(edit, Forget) and edit.hard) or (
+        isinstance(edit, ForgetPolicy) and edit.hard and not edit.dry_run)
+
+
+def _governance(odb: OrchestratorDB, edit: Patch | Invalidate | ForgetPolicy,
+                key: str) -> dict[str, Any]:
+    """patch, invalidate, forget_policy (models/governance_edits.py)."""
+    if isinstance(edit, ForgetPolicy):
+        return _forget_policy(odb, edit, key)
+    stored = _stored(odb, edit.memory_id, "memoryId")
+    if stored.forgotten:
+        raise MemoryValidationError(f"{stored.memory_id} is forgotten")
+    if isinstance(edit, Invalidate):
+        _active(stored, "invalidate")
+        result = apply_invalidate(stored, edit, key)
+    else:
+        result = apply_patch(stored, edit, key)
+    odb.log.write(edit.op, memoryId=stored.memory_id, fields=result.get("fields"),
+                  reasonChars=len(edit.reason or ""), actor=edit.actor, key=key)
+    return result
+
+
+def _forget_policy(odb: OrchestratorDB, edit: ForgetPolicy, key: str) -> dict[str, Any]:
+    """Forget what ``edit``'s selector matches, one ``forget`` (and its audit event) per
+    memory; a dry run only lists them."""
+    for position, memory_id in enumerate(edit.memory_ids):
+        check_memory_id(memory_id, odb.orchestrator_id, where=f"memoryIds.{position}")
+    ids = select(odb, edit.selector(odb.workspace), hard=edit.hard)
+    result: dict[str, Any] = {"count": len(ids), "memoryIds": ids, "hard": edit.hard,
+                              "dryRun": edit.dry_run}
+    if edit.dry_run or not ids:
+        return result
+    erased: dict[str, Any] = {"deadLetters": 0, "files": []}
+    for memory_id in ids:
+        one = _forget(odb, Forget(op="forget", memory_id=memory_id, hard=edit.hard,
+                                  reason=edit.reason or "forgotten by policy",
+                                  actor=edit.actor), key)
+        erased["deadLetters"] += one.get("erased", {}).get("deadLetters", 0)
+        erased["files"] += one.get("erased", {}).get("files", [])
+    # each memory's forget is its own audit event; memory.log gets the policy's count
+    odb.log.write("forget_policy", count=len(ids), hard=edit.hard, actor=edit.actor, key=key)
+    return {**result, **({"erased": erased} if edit.hard else {})}
 
 
 def _erase_leftovers(odb: OrchestratorDB, files: list[str]) -> None:

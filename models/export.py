@@ -171,7 +171,9 @@ def _markdown(fh: IO[str], orchestrator_id: str, records: list[dict[str, Any]],
         fh.write(f"\n## {memory_type.value} ({len(group)})\n\n")
         for r in group:
             where = r.get("sourcePath") or r.get("conversationId") or r.get("workflowRunId") or ""
-            fh.write(f"- {' '.join(r['content'].split())}\n"
+            mark = f"**{r['sensitivity'].upper()}** " if r.get("sensitivity") in (
+                "confidential", "restricted") else ""  # issue 16: marked, not hidden
+            fh.write(f"- {mark}{' '.join(r['content'].split())}\n"
                      f"  - `{r['memoryId']}` {r['status']}, importance {r['importance']}, "
                      f"confidence {r['confidence']:g}, {r['sourceType']}"
                      + (f" ({where})" if where else "")

@@ -31,6 +31,15 @@ from orchmem.config import ImportRejected, ScopeViolation
 
 from .export import FILES, MANIFEST
 from .export_vectors import VECTORS, decode_line
+from .governance import (
+    MAX_TAG_CHARS,
+    MAX_TAGS,
+    Scope,
+    Sensitivity,
+    Tier,
+    check_metadata,
+    check_tags,
+)
 from .schema import (
     CONTROL_CHARS,
     CapturedBy,
@@ -54,10 +63,14 @@ _ENUMS: dict[str, frozenset[str]] = {
     "sourceType": frozenset(s.value for s in SourceType),
     "capturedBy": frozenset(c.value for c in CapturedBy),
     "edgeType": frozenset(e.value for e in EdgeType),
+    "tier": frozenset(t.value for t in Tier),
+    "scope": frozenset(s.value for s in Scope),
+    "sensitivity": frozenset(s.value for s in Sensitivity),
 }
 _RANGES = {"importance": (0, 100), "confidence": (0.0, 1.0), "weight": (0.0, 1.0),
            "forgotten": (0, 1), "stated": (0, 1)}
-_TIMESTAMPS = frozenset({"createdAt", "updatedAt", "capturedAt", "at"})
+_TIMESTAMPS = frozenset({"createdAt", "updatedAt", "capturedAt", "at", "validFrom",
+                         "validTo"})
 _MEMORY_IDS = frozenset({"memoryId", "fromMemoryId", "toMemoryId"})
 
 
@@ -162,6 +175,8 @@ def check_value(column: Column, value: Any, where: str, orchestrator_id: str) ->
     if kind == "text" and (not isinstance(value, str) or "\x00" in value):
         raise _reject("bad_field", where, "must be a string without NUL bytes")
     key = column.key
+    if key in ("tags", "metadata"):
+        _check_governance(key, value, where)
     if key in ("content", "summary", "value") and CONTROL_CHARS.search(value):
         raise _reject("bad_field", where, "must be plain text without control characters")
     if key in _ENUMS and value not in _ENUMS[key]:
@@ -176,6 +191,22 @@ def check_value(column: Column, value: Any, where: str, orchestrator_id: str) ->
             check_memory_id(value, orchestrator_id, where)
     except ValueError as exc:  # MemoryValidationError too; ScopeViolation goes up
         raise _reject("bad_field", where, str(exc).split(": ", 1)[-1]) from None
+
+
+def _check_governance(key: str, value: Any, where: str) -> None:
+    """tags and metadata as a write would take them (models/governance.py)."""
+    try:
+        if key == "tags":
+            if not isinstance(value, list) or len(value) > MAX_TAGS or not all(
+                    isinstance(t, str) and 0 < len(t) <= MAX_TAG_CHARS for t in value):
+                raise ValueError(f"must be a list of at most {MAX_TAGS} short strings")
+            check_tags(value)
+        else:
+            if not isinstance(value, dict):
+                raise ValueError("must be a JSON object")
+            check_metadata(value)
+    except ValueError as exc:
+        raise _reject("bad_field", where, str(exc)[:300]) from None
 
 
 def _check_line(kind: str, cols: list[Column], row: dict[str, Any], where: str,

@@ -17,6 +17,7 @@ from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from orchmem.config import MemoryValidationError
 
+from .governance import Scope, Tags, scope_error
 from .schema import (
     CONTROL_CHARS,
     EdgeInput,
@@ -87,7 +88,34 @@ class TranscriptMessage(WireModel):
         return None if value is None else check_timestamp(value)
 
 
-class ChannelTranscript(WireModel):
+class Placed(WireModel):
+    """Where the memories a transcript, workflow output or diagnostics run gives belong
+    (issue 16): scope global by default; a transcript's sessionId defaults to its
+    conversationId (recorded on every memory, so ``forget --session`` finds them)."""
+
+    scope: Scope = Scope.GLOBAL
+    session_id: ShortText | None = None
+    project_id: ShortText | None = None
+    tags: Tags = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _scope_complete(self) -> Placed:
+        # a transcript's conversationId is its session unless a sessionId says otherwise
+        session = self.session_id or getattr(self, "conversation_id", None)
+        problem = scope_error(self.scope, session, self.project_id)
+        if problem:
+            raise ValueError(problem)
+        return self
+
+    def placement(self, session_id: str | None = None) -> dict[str, Any]:
+        """The governance fields of each memory this section gives, as MemoryInput JSON."""
+        placed: dict[str, Any] = {"scope": self.scope.value,
+                                  "sessionId": self.session_id or session_id,
+                                  "projectId": self.project_id, "tags": list(self.tags)}
+        return {k: v for k, v in placed.items() if v is not None}
+
+
+class ChannelTranscript(Placed):
     """An inbound conversation: only the user's own statements can become memories."""
 
     conversation_id: ShortText
@@ -95,7 +123,7 @@ class ChannelTranscript(WireModel):
     messages: list[TranscriptMessage] = Field(min_length=1, max_length=500)
 
 
-class WorkflowOutput(WireModel):
+class WorkflowOutput(Placed):
     """A workflow step's output: text, or JSON whose keys name memory types."""
 
     workflow_run_id: ShortText
@@ -109,7 +137,7 @@ class Finding(WireModel):
     component: ShortText | None = None
 
 
-class Diagnostics(WireModel):
+class Diagnostics(Placed):
     """Findings of a diagnostics run, each stored as an Observation with its severity."""
 
     run_id: ShortText | None = None

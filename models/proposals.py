@@ -53,6 +53,8 @@ class _Provenance:
 
     given: dict[str, Any]
     validated: Source | None = None
+    #: scope, sessionId, projectId, tags of every memory of the section (issue 16).
+    placement: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -82,13 +84,17 @@ def build(request: WritebackRequest, extractor: Extractor, workspace: Workspace,
 
 def _add(out: Proposals, candidate: Candidate, source: _Provenance, workspace: Workspace,
          max_content_chars: int, where: str, strict: bool = False,
-         said: datetime | None = None) -> None:
-    """Validate and append; an invalid extracted candidate is skipped, a given one fails."""
+         said: datetime | None = None, since: datetime | None = None) -> None:
+    """Validate and append; an invalid extracted candidate is skipped, a given one fails.
+
+    ``said`` becomes its createdAt, ``since`` its validFrom (a message's time)."""
     data: dict[str, Any] = {"type": candidate.type.value, "content": candidate.content,
             "importance": candidate.importance, "confidence": candidate.confidence,
-            "source": source.validated or source.given}
+            "source": source.validated or source.given, **source.placement}
     if said is not None:
         data["createdAt"] = said
+    if since is not None:
+        data["validFrom"] = since
     try:
         memory = validate(MemoryInput, data, workspace=workspace,
                           max_content_chars=max_content_chars, where=where)
@@ -105,20 +111,22 @@ def _from_transcript(out: Proposals, transcript: ChannelTranscript, extractor: E
                      workspace: Workspace, max_content_chars: int,
                      said: datetime | None) -> None:
     source = _Provenance({"sourceType": "channel_transcript", "capturedBy": "extractor",
-                          "conversationId": transcript.conversation_id})
+                          "conversationId": transcript.conversation_id},
+                         placement=transcript.placement(transcript.conversation_id))
     for message in transcript.messages:
         # One message at a time, so each memory carries the time its message was sent.
         for candidate in extractor([Message(role=message.role, text=message.text)],
                                    "transcript"):
             _add(out, candidate, source, workspace, max_content_chars, "channelTranscript",
-                 said=message.at or said)
+                 said=message.at or said, since=message.at or said)
 
 
 def _from_workflow(out: Proposals, output: WorkflowOutput, extractor: Extractor,
                    workspace: Workspace, max_content_chars: int,
                    said: datetime | None) -> None:
     source = _Provenance({"sourceType": "workflow_output", "capturedBy": "extractor",
-                          "workflowRunId": output.workflow_run_id, "stepId": output.step_id})
+                          "workflowRunId": output.workflow_run_id, "stepId": output.step_id},
+                         placement=output.placement())
     if isinstance(output.output, str):
         for candidate in extractor([Message(role="tool", text=output.output)], "document"):
             _add(out, candidate, source, workspace, max_content_chars, "workflowOutput",
@@ -163,7 +171,7 @@ def _from_diagnostics(out: Proposals, diagnostics: Diagnostics, workspace: Works
     given: dict[str, Any] = {"sourceType": "diagnostics", "capturedBy": "system"}
     if diagnostics.run_id:
         given["workflowRunId"] = diagnostics.run_id
-    source = _Provenance(given)
+    source = _Provenance(given, placement=diagnostics.placement())
     for index, finding in enumerate(diagnostics.findings):
         where = f" {finding.component}" if finding.component else ""
         candidate = Candidate(type=MemoryType.OBSERVATION,

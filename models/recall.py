@@ -31,6 +31,10 @@ from .intent import favoured_types
 from .memlog import MemoryLog
 from .query_vectors import query_vectors
 from .ranking import Features, Ranked, fuse
+from .recall_time import Asked, after_fusion, both, plan_dump, valid_keep, widened
+from .restricted_reads import audit_restricted_read
+from .router import Plan
+from .router import plan as route_plan
 from .schema import (
     MemoryEdge,
     MemoryNode,
@@ -46,7 +50,9 @@ from .schema import (
 from .storage import fts, recall_reads, vectors
 from .storage.contradictions import contradictions
 from .storage.database import Databases, OrchestratorDB
+from .storage.visibility import DEFAULT_VIEW, View, make_view
 from .storage.watermark import recall_watermark
+from .validity import check_as_of
 from .workspace import Workspace
 
 if TYPE_CHECKING:
@@ -118,6 +124,8 @@ class RecallBundle(WireModel):
     episodes: list[dict[str, Any]] = []
     #: The execution log's seq and how far recall's projections lag it (watermark.py).
     watermark: dict[str, Any] = {}
+    #: The router's plan and the as-of / latest asked (models/recall_time.py), or None.
+    plan: dict[str, Any] | None = None
 
     @property
     def memory_ids(self) -> list[str]:
@@ -166,6 +174,11 @@ def recall(
     params: RetrievalSettings | None = None,
     now: datetime | None = None,
     episodes: bool = False,
+    view: View = DEFAULT_VIEW,
+    purpose: str | None = None,
+    as_of: datetime | str | None = None,
+    latest: bool = False,
+    route: bool | Callable[[str, datetime], Plan] | None = None,
 ) -> RecallBundle:
     """The memories of ``orchestrator_id`` most relevant to ``query``.
 
@@ -174,7 +187,12 @@ def recall(
     ``requester`` is the orchestrator asking (default: the same one); ``mode`` picks
     "hybrid" (default), "vector" or "text"; ``params`` overrides the orchestrator's
     retrieval settings; ``now`` is the clock for recency; ``episodes`` adds the most
-    similar past episodes. Projections lagging the log add warnings (watermark.py).
+    similar past episodes; ``view`` what it sees (visibility.py; a restricted read needs
+    a ``purpose``, audited). Projections lagging the log add warnings (watermark.py).
+    ``as_of``: what was valid and known then (models/validity.py); ``latest``: heads of
+    Updates chains; ``route``: the router's plan (models/router.py; a planner of the
+    caller's, as the benchmark's ablations use; None: ``memory.retrieval.router``). The
+    bundle's ``plan`` says all.
 
     Raises ScopeViolation (logged) for another orchestrator's memory, MemoryValidationError
     for a bad type or query, MemoryCorrupt / MemoryDisabled when the database cannot be
@@ -183,8 +201,9 @@ def recall(
     started = time.perf_counter()
     if not isinstance(query, str):
         raise MemoryValidationError(f"query must be a string, got {type(query).__name__}")
-    check_scope(databases, orchestrator_id, requester, memory_ids)
+    _check_request(databases, orchestrator_id, requester, memory_ids, view, purpose)
     type_values = _check_types(types)
+    as_of_text = check_as_of(as_of, clock := now or utc_now())
     odb = databases.open(orchestrator_id, create=False)
     text = textquery.clean_text(query)
     if odb is None:
@@ -195,20 +214,38 @@ def recall(
         raise MemoryValidationError(f"top_n must be in 1..1000, got {limit}")
     if not text.strip():
         return _empty(orchestrator_id, text, mode, started, "empty query")
+    asked = _asked(text, clock, as_of_text, latest, params.router if route is None else route)
     search = _Search(text=text, mode=mode, params=params, limit=limit, types=type_values,
-                     within=memory_ids, statuses=[s.value for s in Status] if include_inactive
-                     else [Status.ACTIVE.value])
+                     within=memory_ids, view=view, statuses=asked.statuses(include_inactive),
+                     asked=asked)
     warnings: list[str] = []
     # The model runs before the snapshot opens: no read transaction waits on it.
     encoded = _embed(odb, text, warnings) if mode in ("hybrid", "vector") else None
     with odb.read():
-        answer = _answer(odb, search, encoded, now or utc_now(), warnings)
+        answer = _answer(odb, search, encoded, clock, warnings)
         answer["episodes"] = similar_episodes(odb, text) if episodes else []
         answer["watermark"], lagging = recall_watermark(odb, odb.memory.log.max_projection_lag)
         warnings += lagging
+    audit_restricted_read(odb, view, answer["nodes"], requester or orchestrator_id, purpose, text)
     return RecallBundle.model_construct(
         orchestrator_id=orchestrator_id, query=text, mode=mode, warnings=warnings,
+        plan=plan_dump(asked),
         took_ms=round((time.perf_counter() - started) * 1000, 3), **answer)
+
+
+def _check_request(databases: Databases, orchestrator_id: str, requester: str | None,
+                   memory_ids: Sequence[str] | None, view: View, purpose: str | None) -> None:
+    """Fail closed (and log) outside ``orchestrator_id``; a restricted read states why."""
+    check_scope(databases, orchestrator_id, requester, memory_ids)
+    make_view(include_restricted=view.include_restricted, purpose=purpose)
+
+
+def _asked(text: str, clock: datetime, as_of: str | None, latest: bool,
+           route: bool | Callable[[str, datetime], Plan]) -> Asked:
+    """What the recall asks about time, with the router's plan when it routes."""
+    planner = route_plan if route is True else route or None
+    return Asked(as_of=as_of, latest=bool(latest),
+                 plan=planner(text, clock) if planner is not None else None)
 
 
 @dataclass(frozen=True)
@@ -220,6 +257,8 @@ class _Search:
     statuses: list[str]
     types: list[str] | None
     within: Sequence[str] | None
+    asked: Asked
+    view: View = DEFAULT_VIEW
 
 
 def _check_types(types: Sequence[str] | None) -> list[str] | None:
@@ -254,7 +293,8 @@ def _answer(odb: OrchestratorDB, search: _Search, encoded: tuple[np.ndarray, str
             now: datetime, warnings: list[str]) -> dict[str, Any]:
     """Search, rank and assemble; the caller holds one read snapshot around all of it."""
     text_hits = (fts.search(odb, search.text, limit=search.params.top_k_text,
-                            statuses=search.statuses, types=search.types, within=search.within)
+                            statuses=search.statuses, types=search.types, within=search.within,
+                            view=search.view)
                  if search.mode in ("hybrid", "text") else [])
     vector_hits: list[vectors.VectorHit] = []
     vector_available = encoded is not None
@@ -269,16 +309,32 @@ def _answer(odb: OrchestratorDB, search: _Search, encoded: tuple[np.ndarray, str
                                             ids=[m for m in text_ids if m not in cosines]))
         floor = relevance_floor(cosines, set(text_ids), search.params)
     inputs = recall_reads.rank_inputs(odb, [*{*vector_ids, *text_ids}])
+    rows = {i.memory_id: i.row for i in inputs}
+    as_of = search.asked.as_of
     ranked = fuse(vector_ids, text_ids, _features(odb, inputs), search.params, now,
-                  search.limit, favoured_types(search.text), keep=floor)
-    found = recall_reads.assembly(odb, [r.memory_id for r in ranked],
-                                  {i.memory_id: i.row for i in inputs})
+                  widened(search.limit, search.asked), favoured_types(search.text),
+                  keep=both(floor, valid_keep(rows, as_of) if as_of else None))
+    ranked = after_fusion(odb, ranked, rows, search.asked, lambda ids: _admit(odb, search, ids),
+                          search.limit)
+    found = recall_reads.assembly(odb, [r.memory_id for r in ranked], rows)
     return {
         **_bundle(found, ranked, cosines, {h.memory_id: h.bm25 for h in text_hits}),
         "vector_available": vector_available,
         "candidates": {"vector": len(vector_hits), "text": len(text_hits),
                        "belowFloor": sum(1 for i in inputs if floor and not floor(i.memory_id))},
     }
+
+
+def _admit(odb: OrchestratorDB, search: _Search, ids: list[str]) -> set[str]:
+    """Those of ``ids`` (neighbours the plan adds, heads of Updates chains) that pass the
+    recall's filters, its view (scope, sensitivity, tags) included."""
+    ok = recall_reads.passing(odb, ids, search.statuses, search.types, search.view)
+    if search.within is not None:
+        ok &= set(search.within)
+    if search.asked.as_of and ok:
+        rows = {i.memory_id: i.row for i in recall_reads.rank_inputs(odb, sorted(ok))}
+        ok = {m for m in ok if valid_keep(rows, search.asked.as_of)(m)}
+    return ok
 
 
 def relevance_floor(cosines: dict[str, float], text_ids: set[str],
@@ -304,7 +360,7 @@ def _vector_side(odb: OrchestratorDB, encoded: tuple[np.ndarray, str], search: _
     query_vector, version = encoded
 
     def keep(ids: list[str]) -> set[str]:
-        return recall_reads.passing(odb, ids, search.statuses, search.types)
+        return recall_reads.passing(odb, ids, search.statuses, search.types, search.view)
 
     hits, total = vectors.search(odb, query_vector, embedder=version,
                                  limit=search.params.top_k_vector, keep=keep,

@@ -266,7 +266,7 @@ class Reconciler:
         memory = proposed.memory
         memory_type = memory.type.value
         fingerprint = content_fingerprint(memory_type, memory.content)
-        duplicate = memories.find_duplicate(memory_type, fingerprint)
+        duplicate = memories.find_duplicate(memory_type, fingerprint, within=memory)
         similar = self._similar(proposed, position) if duplicate is None else []
         same_subject = self._same_subject(proposed) if duplicate is None else []
         decision = decide(proposed, duplicate=duplicate, similar=similar,
@@ -321,7 +321,8 @@ class Reconciler:
     def _same_subject(self, proposed: Proposed) -> list[tuple[StoredMemory, float | None]]:
         if not proposed.subject:
             return []
-        stored = memories.same_subject(proposed.memory.type.value, proposed.subject)
+        stored = memories.same_subject(proposed.memory.type.value, proposed.subject,
+                                        within=proposed.memory)
         return [(s, self._cosine(proposed.vector, s.memory_id)) for s in stored]
 
     def _similar(self, proposed: Proposed,
@@ -339,7 +340,8 @@ class Reconciler:
             cosines = dot(self.fresh_matrix[: len(self.fresh_ids)], vector)
             for j in np.argpartition(-cosines, min(NEIGHBOURS, len(cosines)) - 1)[:NEIGHBOURS]:
                 pairs[self.fresh_ids[j]] = float(cosines[j])
-        alive = memories.active_among(proposed.memory.type.value, list(pairs))
+        alive = memories.active_among(proposed.memory.type.value, list(pairs),
+                                      within=proposed.memory)
         return [(alive[m], c) for m, c in pairs.items() if m in alive]
 
     def _cosine(self, vector: np.ndarray | None, memory_id: str) -> float | None:

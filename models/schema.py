@@ -41,6 +41,7 @@ from orchmem.config import (
     check_orchestrator_id,
 )
 
+from .governance import Metadata, Scope, Sensitivity, Tags, Tier, scope_error
 from .workspace import Workspace
 
 
@@ -273,11 +274,41 @@ class MemoryInput(WireModel):
     created_at: datetime | None = None
     #: A local name, so that edges in the same request can refer to this memory.
     key: ShortText | None = None
+    # -- governance (issue 16; models/governance.py): None tier = the type's default,
+    # None sensitivity = internal unless the secret detector finds one.
+    tier: Tier | None = None
+    scope: Scope = Scope.GLOBAL
+    session_id: ShortText | None = None
+    project_id: ShortText | None = None
+    sensitivity: Sensitivity | None = None
+    tags: Tags = Field(default_factory=list)
+    metadata: Metadata = Field(default_factory=dict)
+    #: When it happened or became true (default: when it was said, createdAt), and when
+    #: it stopped being true (open when None). See models/validity.py.
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
 
-    @field_validator("created_at", mode="before")
+    @model_validator(mode="after")
+    def _scope_complete(self) -> MemoryInput:
+        problem = scope_error(self.scope, self.session_id, self.project_id)
+        if problem:
+            raise ValueError(problem)
+        return self
+
+    @field_validator("created_at", "valid_from", "valid_to", mode="before")
     @classmethod
     def _created_at(cls, value: Any) -> Any:
         return None if value is None else check_timestamp(value)
+
+    @field_validator("valid_to")
+    @classmethod
+    def _window(cls, value: datetime | None, info: ValidationInfo) -> datetime | None:
+        """validTo may not come before validFrom (or createdAt, when no validFrom)."""
+        named = "validFrom" if info.data.get("valid_from") else "createdAt"
+        start = info.data.get("valid_from") or info.data.get("created_at")
+        if value is not None and start is not None and value < start:
+            raise ValueError(f"{value.isoformat()} is before {named} {start.isoformat()}")
+        return value
 
     @field_validator("content")
     @classmethod
@@ -330,6 +361,19 @@ class MemoryNode(WireModel):
     updated_at: str
     #: What reflection grouped it under (models/topics.py); left out of JSON until then.
     topic: str | None = None
+    # -- governance (issue 16)
+    tier: Tier = Tier.SEMANTIC
+    scope: Scope = Scope.GLOBAL
+    session_id: str | None = None
+    project_id: str | None = None
+    sensitivity: Sensitivity = Sensitivity.INTERNAL
+    tags: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    #: When it became true (None: since createdAt) and stopped being true (None: still is).
+    valid_from: str | None = None
+    valid_to: str | None = None
+    #: Dated phrases of the content resolved against validFrom (models/timeexpr.py).
+    time_refs: list[dict[str, str]] | None = None
 
 
 class MemoryEdge(WireModel):
@@ -414,9 +458,12 @@ __all__ = [
     "MemoryInput",
     "MemoryNode",
     "MemoryType",
+    "Scope",
+    "Sensitivity",
     "Source",
     "SourceType",
     "Status",
+    "Tier",
     "check_memory_id",
     "check_orchestrator_id",
     "content_fingerprint",

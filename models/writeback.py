@@ -9,7 +9,7 @@ was garbage-collected lands on the same ids instead of creating copies.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -18,6 +18,7 @@ from orchmem.config import MemoryValidationError
 
 from .reconcile import Proposed, Reconciler
 from .schema import EdgeInput, MemoryInput, derive_id
+from .secrets import classify
 from .storage import memories as stored_memories
 from .storage import receipts
 from .storage.database import OrchestratorDB
@@ -51,6 +52,8 @@ def write_memories(
     """
     proposals = [m if isinstance(m, Proposed) else Proposed.explicit(
         m, vectors[i] if vectors is not None else None) for i, m in enumerate(memories)]
+    proposals = [replace(p, memory=classify(p.memory, odb.memory.governance))
+                 for p in proposals]  # the secret detector (issue 16)
     dim = next((int(p.vector.shape[0]) for p in proposals if p.vector is not None), 0)
     # The index is refreshed before the transaction and only read inside it: a rolled
     # back write must never leave its vectors in a cache.

@@ -7,7 +7,7 @@ from typing import Any
 from celery import shared_task
 
 from orchmem.config import MemoryNotFound
-from orchmem.models.edits import EDIT_ADAPTER, Forget, apply_edit
+from orchmem.models.edits import EDIT_ADAPTER, apply_edit, erases
 from orchmem.models.schema import validate_with
 from orchmem.models.storage.database import OrchestratorDB
 
@@ -43,7 +43,7 @@ def edit(self: MemoryTask, orchestrator_id: str, payload: dict[str, Any]) -> dic
                               attempt=self.request.retries + 1)
                 raise self.retry(countdown=RETRY_EVERY_S, max_retries=None) from exc
             raise
-        if isinstance(change, Forget) and change.hard:
+        if erases(change):
             # Also on a redelivery: the first delivery may have died before this ran.
             result["erased"] = {**result.get("erased", {}), **erase_elsewhere(self, odb)}
         return result

@@ -14,6 +14,8 @@ the same queue, behind any write already waiting. Jobs:
 - ``backup``: a backup into ``memory/backups/`` and the retention (tasks/backups.py);
 - ``reflect``: reflection where memory changed since the last one, or working.md is
   a day old (tasks/reflect.py);
+- ``retention``: forget what ``memory.governance.retention`` says is too old
+  (tasks/retention.py);
 - ``outbox``: prune outbox entries whose receipt exists, re-publish the others once
   they are older than ``beat.outbox_republish_after_s`` (models/outbox.py).
 """
@@ -50,6 +52,7 @@ from .bulletin import BULLETIN
 from .ingest import INGEST_SCAN
 from .publish import envelope, follow_up_key, resend, send_envelope
 from .reflect import REFLECT
+from .retention import RETENTION
 
 logger = logging.getLogger(__name__)
 
@@ -115,7 +118,8 @@ INTEGRITY = "orchmem.integrity_check"
 GC = "orchmem.gc"
 OUTBOX = "orchmem.outbox_reconcile"
 DEADLETTER_RETRY = "orchmem.deadletter_retry"
-JOBS = ("reembed", "ingest", "integrity", "gc", "bulletin", "outbox", "backup", "reflect")
+JOBS = ("reembed", "ingest", "integrity", "gc", "bulletin", "outbox", "backup", "reflect",
+        "retention")
 
 
 def _queue_of(task: MemoryTask, kwargs: dict[str, Any]) -> str:
@@ -133,6 +137,8 @@ def _due(task: MemoryTask, job: str, orchestrator_id: str) -> bool:
             entry.is_file() for entry in workspace.ingest_dir.iterdir())
     if job in ("integrity", "gc", "backup"):
         return workspace.db_path.exists()
+    if job == "retention":  # issue 16 (tasks/retention.py)
+        return memory.governance.retention_enabled and workspace.db_path.exists()
     if job == "outbox":
         return workspace.outbox_path.exists()
     odb = task.databases.open(orchestrator_id, create=False)
@@ -156,7 +162,8 @@ def fanout(self: MemoryTask, shard: int, job: str) -> dict[str, Any]:
     if job not in JOBS:
         raise MemoryValidationError(f"job must be one of {', '.join(JOBS)}, got {job!r}")
     names = {"reembed": REEMBED, "ingest": INGEST_SCAN, "integrity": INTEGRITY, "gc": GC,
-             "bulletin": BULLETIN, "outbox": OUTBOX, "backup": BACKUP, "reflect": REFLECT}
+             "bulletin": BULLETIN, "outbox": OUTBOX, "backup": BACKUP, "reflect": REFLECT,
+             "retention": RETENTION}
     mine = _queue_of(self, {"shard": shard})
     stamp = format_ts(utc_now())
     published, skipped = [], {}

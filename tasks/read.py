@@ -21,6 +21,7 @@ from orchmem.config import MemoryValidationError, OrchmemError
 from orchmem.models.recall import recall
 from orchmem.models.storage import receipts
 from orchmem.models.storage.database import Databases
+from orchmem.models.storage.visibility import make_view
 
 RECALL_READ = "orchmem.read.recall"
 #: First and slowest pause between two looks at the pending receipts.
@@ -53,8 +54,15 @@ def _check(pending: Any, options: Any) -> tuple[list[str], dict[str, Any]]:
             isinstance(k, str) for k in pending):
         raise MemoryValidationError("pending: must be a list of idempotency keys")
     if not isinstance(options, dict) or set(options) - {"top_n", "types", "include_inactive",
-                                                        "memory_ids"}:
-        raise MemoryValidationError("options: only top_n, types, include_inactive, memory_ids")
+                                                        "memory_ids", "view"}:
+        raise MemoryValidationError("options: only top_n, types, include_inactive, "
+                                    "memory_ids, view")
+    view = options.get("view")
+    if view is not None:  # a scope view (issue 16); restricted reads stay in the caller
+        if not isinstance(view, dict) or set(view) - {"sessionId", "projectId", "tags"}:
+            raise MemoryValidationError("options.view: only sessionId, projectId, tags")
+        options = {**options, "view": make_view(view.get("sessionId"), view.get("projectId"),
+                                                view.get("tags"))}
     return pending, options
 
 

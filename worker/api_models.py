@@ -55,6 +55,12 @@ class ContextBody(WireModel):
 
     purpose: Literal["selector", "step", "diagnostics"]
     query: Query
+    # -- issue 16: the request's scope view, the block's format and budget
+    session_id: ShortText | None = None
+    project_id: ShortText | None = None
+    format: Literal["orchmem", "relevant-memory"] = "orchmem"
+    max_chars: Annotated[int, Field(ge=1, le=200_000, strict=True)] | None = None
+    max_tokens: Annotated[int, Field(ge=1, le=100_000, strict=True)] | None = None
 
 
 #: Every request body model, for the OpenAPI document's components.

@@ -25,6 +25,7 @@ from orchmem.models.payloads import WritebackRequest, with_default_sources
 from orchmem.models.recall import check_scope
 from orchmem.models.schema import CONTROL_CHARS, MemoryType, validate
 from orchmem.models.storage.stats import stats as memory_stats
+from orchmem.models.storage.visibility import make_view
 
 from .api_errors import STATUS, code_of, error_body, json_error
 from .api_models import ContextBody, ForgetBody, LinkBody, RetractBody, SupersedeBody
@@ -102,7 +103,10 @@ def recall(m: Admitted,
            q: Annotated[str, Query(description="What to recall, in plain words.")],
            top_n: Annotated[int | None, Query(ge=1, le=500)] = None,
            types: Annotated[list[MemoryType] | None, Query(alias="type")] = None,
-           include_inactive: bool = False) -> dict[str, Any]:
+           include_inactive: bool = False,
+           session_id: Annotated[str | None, Query(alias="sessionId")] = None,
+           project_id: Annotated[str | None, Query(alias="projectId")] = None,
+           tags: Annotated[list[str] | None, Query(alias="tag")] = None) -> dict[str, Any]:
     limit = m.state.settings.api.max_query_chars
     if len(q) > limit:
         raise MemoryValidationError(f"q: longer than {limit} characters (api.max_query_chars)",
@@ -110,15 +114,21 @@ def recall(m: Admitted,
     if CONTROL_CHARS.search(q):
         raise MemoryValidationError("q: control characters or NUL bytes are not allowed",
                                     [{"path": "q", "message": "plain text only"}])
+    # a scope view (issue 16); restricted memories are never read over HTTP
+    view = make_view(session_id, project_id, tags or [])
     bundle = m.client.recall(q, top_n=top_n, types=[t.value for t in types or ()] or None,
-                             include_inactive=include_inactive)
+                             include_inactive=include_inactive, view=view)
     return bundle.dump()
 
 
 @router.get("/bulletin", openapi_extra={"security": SECURITY},
             summary="The bulletin to send with this message (live, else the last snapshot)")
-def bulletin(m: Admitted) -> dict[str, Any]:
-    result = m.client.bulletin()
+def bulletin(m: Admitted,
+             session_id: Annotated[str | None, Query(alias="sessionId")] = None,
+             project_id: Annotated[str | None, Query(alias="projectId")] = None
+             ) -> dict[str, Any]:
+    make_view(session_id, project_id)  # the ids' checks, naming the field
+    result = m.client.bulletin(session_id=session_id, project_id=project_id)
     return {**result.bulletin, "source": result.source, "warnings": result.warnings,
             "text": result.text}
 
@@ -127,7 +137,9 @@ def bulletin(m: Admitted) -> dict[str, Any]:
              summary="The prompt block (bulletin + relevant memories) for a purpose and query")
 def context(m: Admitted, body: JsonBody) -> dict[str, Any]:
     request = _parse(ContextBody, body)
-    ctx = m.client.context_for(request.purpose, request.query)
+    ctx = m.client.context_for(request.purpose, request.query, session_id=request.session_id,
+                               project_id=request.project_id, format=request.format,
+                               max_chars=request.max_chars, max_tokens=request.max_tokens)
     return {"purpose": ctx.purpose, "text": ctx.text, "memoryIds": ctx.bundle.memory_ids,
             "bulletinSource": ctx.bulletin.source, "warnings": ctx.warnings}
 

@@ -29,6 +29,7 @@ TASK_MODULES = (
     "orchmem.tasks.writeback",
     "orchmem.tasks.maintenance",
     "orchmem.tasks.edits",
+    "orchmem.tasks.retention",
     "orchmem.tasks.ingest",
     "orchmem.tasks.bulletin",
     "orchmem.tasks.read",

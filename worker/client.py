@@ -23,6 +23,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any, Literal
 
 import redis
@@ -35,7 +36,6 @@ from orchmem.config import (
     load_settings,
 )
 from orchmem.models.bulletin import Bulletin
-from orchmem.models.context import render_context
 from orchmem.models.edits import EDIT_ADAPTER
 from orchmem.models.execlog import check_log_request
 from orchmem.models.memlog import MemoryLog
@@ -46,6 +46,7 @@ from orchmem.models.storage import receipts
 from orchmem.models.storage.database import Databases
 from orchmem.models.storage.memories import get_nodes
 from orchmem.models.storage.outbox import Outbox
+from orchmem.models.storage.visibility import View, make_view
 from orchmem.tasks.bulletin import BULLETIN
 from orchmem.tasks.edits import EDIT
 from orchmem.tasks.execlog import LOG
@@ -54,7 +55,9 @@ from orchmem.tasks.publish import Envelope, envelope, publish, resend, send_enve
 from orchmem.tasks.writeback import WRITEBACK
 
 from .app import OrchmemCelery, create_app, create_immediate_app
-from .handles import BulletinResult, Context, WriteHandle, task_result
+from .client_context import ContextCalls
+from .client_governance import GovernanceCalls
+from .handles import BulletinResult, WriteHandle, task_result
 from .pending import PendingWrites
 from .redis_clients import broker_client
 from .reflection_client import ReflectionMixin
@@ -63,14 +66,13 @@ from .runlog import RunLog
 
 logger = logging.getLogger(__name__)
 
-Purpose = Literal["selector", "step", "diagnostics"]
 #: After a failed publish, how long the client stops trying the broker.
 BROKER_BACKOFF_S = 5.0
 #: Outbox entries published per catch-up, after the broker answers again.
 CATCH_UP_BATCH = 100
 
 
-class MemoryClient(ReflectionMixin):
+class MemoryClient(ReflectionMixin, GovernanceCalls, ContextCalls):
     """The memory of one orchestrator, as that orchestrator uses it.
 
     ``settings`` default to :func:`load_settings` (``orchmem.toml`` / ``ORCHMEM_*``).
@@ -390,20 +392,36 @@ class MemoryClient(ReflectionMixin):
     def recall(self, query: str, *, top_n: int | None = None,
                types: Sequence[str] | None = None, include_inactive: bool = False,
                memory_ids: Sequence[str] | None = None, orchestrator_id: str | None = None,
-               wait_for_writes: bool = True, episodes: bool = False) -> RecallBundle:
+               wait_for_writes: bool = True, episodes: bool = False,
+               session_id: str | None = None, project_id: str | None = None,
+               tags: Sequence[str] | None = None, include_restricted: bool = False,
+               purpose: str | None = None, view: View | None = None,
+               as_of: datetime | str | None = None, latest: bool = False,
+               route: bool | None = None) -> RecallBundle:
         """The memories most relevant to ``query`` (see ``orchmem.models.recall``).
 
+        ``as_of``: what was valid and known then; ``latest``: the heads of Updates chains;
+        ``route``: the router's plan (these three are answered in this process).
+
         Asking for another orchestrator (``orchestrator_id``) or for its memoryIds is
-        denied and logged: the bundle is empty and says so in ``warnings``.
+        denied and logged: the bundle is empty and says so in ``warnings``. A request
+        that names a ``session_id`` and/or ``project_id`` sees global memories and its
+        own; ``tags`` keeps those with every tag; restricted memories come back only with
+        ``include_restricted=True`` and a ``purpose`` (audited). A restricted read
+        without a purpose raises MemoryValidationError (a bug in the caller).
         """
+        view = view or make_view(session_id, project_id, list(tags or ()), include_restricted,
+                                 purpose)
         target = orchestrator_id or self.orchestrator_id
         warnings: list[str] = []
         if not self.memory.enabled:
             return empty_bundle(target, query, ["memory is disabled (memory.enabled = false)"])
-        if self.remote and target == self.orchestrator_id:
+        timed = as_of is not None or latest or route is not None
+        if self.remote and target == self.orchestrator_id and not view.include_restricted \
+                and not timed:
             return remote_recall(self, query, top_n=top_n, types=types, memory_ids=memory_ids,
                                  include_inactive=include_inactive,
-                                 wait_for_writes=wait_for_writes)
+                                 wait_for_writes=wait_for_writes, view=view)
         try:
             if wait_for_writes:
                 left = self.wait_for_writes()
@@ -412,22 +430,32 @@ class MemoryClient(ReflectionMixin):
                                     "committed yet; their memories may be missing")
             bundle = recall(target, query, databases=self.databases, top_n=top_n, types=types,
                             include_inactive=include_inactive, memory_ids=memory_ids,
-                            requester=self.orchestrator_id, episodes=episodes)
+                            requester=self.orchestrator_id, episodes=episodes, view=view,
+                            purpose=purpose, as_of=as_of, latest=latest, route=route)
         except Exception as exc:
             return empty_bundle(target, query, [*warnings, self._warn("recall", exc)])
         if warnings:
             bundle = bundle.model_copy(update={"warnings": [*bundle.warnings, *warnings]})
         return bundle
 
-    def bulletin(self, timeout: float | None = None) -> BulletinResult:
+    def bulletin(self, timeout: float | None = None, *, session_id: str | None = None,
+                 project_id: str | None = None,
+                 tags: Sequence[str] | None = None) -> BulletinResult:
         """The bulletin for this message, built by the worker (after this client's earlier
-        writes, which precede it on the same queue).
+        writes, which precede it on the same queue). Naming a ``session_id`` and/or
+        ``project_id`` (or ``tags``) builds it here instead, from global memories and
+        that session's and project's (never restricted ones).
 
         Falls back to the last snapshot (``bulletins/latest.json``), or an empty bulletin,
         when the worker does not answer within ``memory.bulletin.timeout_s``.
         """
         if not self.memory.enabled:
             return self._fallback(["memory is disabled (memory.enabled = false)"])
+        if session_id is not None or project_id is not None or tags:
+            try:
+                return self.scoped_bulletin(make_view(session_id, project_id, list(tags or ())))
+            except Exception as exc:
+                return self._fallback([self._warn("bulletin", exc)])
         limit = self.memory.bulletin.timeout_s if timeout is None else timeout
         # The request expires when this caller stops waiting: a worker behind a backlog
         # skips it instead of building a bulletin nobody reads.
@@ -463,31 +491,3 @@ class MemoryClient(ReflectionMixin):
         logger.warning("bulletin of %s: %s", self.orchestrator_id, "; ".join(warnings))
         return BulletinResult(bulletin=snapshot.to_dict(), text=snapshot.to_text(),
                               source=source, warnings=warnings)
-
-    def context_for(self, purpose: Purpose, query: str,
-                    bulletin: BulletinResult | None = None, *, working: bool = False
-                    ) -> Context:
-        """The bulletin and the memories relevant to ``query``, as one bounded text block.
-
-        ``purpose`` is "selector" (choosing a workflow), "step" (a workflow step) or
-        "diagnostics" (an investigation: more memories, with their provenance). Pass the
-        message's ``bulletin`` to avoid building it twice. ``working`` adds the
-        working-memory projection (working.md) as a block of its own, first.
-
-        Never raises for memory's own failures (they become ``warnings``), but raises
-        ``ValueError`` for any other ``purpose``: that is a bug in the caller, not a
-        condition to degrade around.
-        """
-        limits = self.memory.context
-        top_n = {"selector": limits.selector_top_n, "step": limits.step_top_n,
-                 "diagnostics": limits.diagnostics_top_n}.get(purpose)
-        if top_n is None:
-            raise ValueError(f"purpose must be selector, step or diagnostics, not {purpose!r}")
-        bulletin = bulletin or self.bulletin()
-        bundle = self.recall(query, top_n=top_n) if top_n else empty_bundle(
-            self.orchestrator_id, query, [])
-        text = render_context(purpose, query, bulletin, bundle, limits.max_chars,
-                              with_sources=purpose == "diagnostics",
-                              working=self.working_memory() if working else None)
-        return Context(purpose=purpose, text=text, bulletin=bulletin, bundle=bundle,
-                       warnings=[*bulletin.warnings, *bundle.warnings])

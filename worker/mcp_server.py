@@ -76,11 +76,17 @@ class MemoryTools:
         top_n: Annotated[int, Field(ge=1, le=50, description="How many memories.")] = 8,
         include_inactive: Annotated[bool, Field(description="Also superseded and retracted "
                                                 "memories (history).")] = False,
+        session_id: Annotated[str | None, Field(description="This conversation's session: "
+                                                "its own memories too (never another's)."
+                                                )] = None,
+        project_id: Annotated[str | None, Field(description="This project: its memories "
+                                                "too.")] = None,
     ) -> dict[str, Any]:
         """Find the stored memories most relevant to a question, best first. Each has a
         memoryId (cite it, or pass it to supersede/forget), its type, content,
         importance, confidence and status."""
-        bundle = self.client.recall(query, top_n=top_n, include_inactive=include_inactive)
+        bundle = self.client.recall(query, top_n=top_n, include_inactive=include_inactive,
+                                    session_id=session_id, project_id=project_id)
         memories = [{"memoryId": n.memory.memory_id, "type": n.memory.type.value,
                      "content": n.memory.content, "importance": n.memory.importance,
                      "confidence": n.memory.confidence, "status": n.memory.status.value,

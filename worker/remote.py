@@ -23,6 +23,7 @@ from celery.exceptions import TimeoutError as CeleryTimeout
 
 from orchmem.config import OrchmemError
 from orchmem.models.recall import RecallBundle
+from orchmem.models.storage.visibility import DEFAULT_VIEW, View
 from orchmem.tasks.publish import send
 from orchmem.tasks.read import RECALL_READ
 
@@ -35,8 +36,11 @@ if TYPE_CHECKING:
 
 
 def _options(top_n: int | None, types: Sequence[str] | None, include_inactive: bool,
-             memory_ids: Sequence[str] | None) -> dict[str, Any]:
+             memory_ids: Sequence[str] | None, view: View | None = None) -> dict[str, Any]:
     options: dict[str, Any] = {"include_inactive": include_inactive}
+    if view is not None and view != DEFAULT_VIEW:  # a scope view (never restricted)
+        options["view"] = {"sessionId": view.session_id, "projectId": view.project_id,
+                           "tags": list(view.tags)}
     if top_n is not None:
         options["top_n"] = top_n
     if types:
@@ -48,12 +52,13 @@ def _options(top_n: int | None, types: Sequence[str] | None, include_inactive: b
 
 def remote_recall(client: MemoryClient, query: str, *, top_n: int | None,
                   types: Sequence[str] | None, include_inactive: bool,
-                  memory_ids: Sequence[str] | None, wait_for_writes: bool) -> RecallBundle:
+                  memory_ids: Sequence[str] | None, wait_for_writes: bool,
+                  view: View | None = None) -> RecallBundle:
     """The bundle a reader worker computed for ``query``; never raises (see module)."""
     try:
         return ask_reader(client, query, top_n=top_n, types=types,
                           include_inactive=include_inactive, memory_ids=memory_ids,
-                          wait_for_writes=wait_for_writes)
+                          wait_for_writes=wait_for_writes, view=view)
     except ReaderUnavailable as exc:
         return _empty(client, query, str(exc))
     except Exception as exc:
@@ -69,7 +74,7 @@ class ReaderUnavailable(OrchmemError):
 def ask_reader(client: MemoryClient, query: str, *, top_n: int | None = None,
                types: Sequence[str] | None = None, include_inactive: bool = False,
                memory_ids: Sequence[str] | None = None,
-               wait_for_writes: bool = True) -> RecallBundle:
+               wait_for_writes: bool = True, view: View | None = None) -> RecallBundle:
     """The bundle a reader worker computed for ``query``.
 
     Raises ReaderUnavailable when none answers in time, OrchmemError when it refuses.
@@ -78,7 +83,7 @@ def ask_reader(client: MemoryClient, query: str, *, top_n: int | None = None,
     wait_s = client.memory.retrieval.read_your_writes_timeout_s if pending else 0.0
     timeout = wait_s + client.settings.reader.timeout_s
     kwargs = {"orchestrator_id": client.orchestrator_id, "query": query,
-              "options": _options(top_n, types, include_inactive, memory_ids),
+              "options": _options(top_n, types, include_inactive, memory_ids, view),
               "pending": pending, "wait_s": wait_s}
     try:
         result = send(client.app, RECALL_READ, kwargs, expires_s=timeout)

@@ -26,6 +26,7 @@ def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
         "outbox": beat.outbox_reconcile_interval_s,
         "backup": settings.backup.interval_s,
         "reflect": beat.reflect_interval_s,
+        "retention": settings.memory.governance.retention_interval_s,
     }
     schedule = {}
     for job, every in intervals.items():

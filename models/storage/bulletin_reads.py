@@ -3,6 +3,7 @@ conflicts and the event watermark, all in one snapshot."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -13,6 +14,7 @@ from .database import OrchestratorDB
 from .insights import conflicts as open_conflicts
 from .reflection import crystal_of
 from .tables import META_EVENT_WATERMARK, live
+from .visibility import DEFAULT_VIEW, View
 
 _COLUMNS = "memory_id, type, summary, importance, confidence, created_at"
 _ACTIVE = f"status = '{Status.ACTIVE.value}' AND {live()}"
@@ -28,28 +30,35 @@ _ORDERS = (("Identity", "importance DESC, created_at DESC"),
 
 
 def facts(odb: OrchestratorDB, *, take: int, low_confidence: float,
-          keep: Callable[[Contradiction], bool]) -> Facts:
+          keep: Callable[[Contradiction], bool], view: View = DEFAULT_VIEW) -> Facts:
     """The bulletin's :class:`Facts`, read in one snapshot.
 
     Only the best ``take`` active memories of each type are read, and the best ``take``
     of those under ``low_confidence``, so the cost does not grow with the size of the
     memory. Conflicts are the newest ``take`` open conflict insights (storage/insights.py)
-    that ``keep`` accepts. Raises StorageError / MemoryCorrupt when the file cannot be read.
+    that ``keep`` accepts. Only memories ``view`` sees are read (both ends of a conflict).
+    Raises StorageError / MemoryCorrupt when the file cannot be read.
     """
+    seen, seen_params = view.sql()
     with odb.read():
         rows: dict[str, tuple[Any, ...]] = {}
         for memory_type, order in _ORDERS:
             for row in odb.sql(f"SELECT {_COLUMNS} FROM memories WHERE {_ACTIVE} AND type = ? "
-                               f"ORDER BY {order}, memory_id LIMIT ?", (memory_type, take)):
+                               f"AND {seen} ORDER BY {order}, memory_id LIMIT ?",
+                               (memory_type, *seen_params, take)):
                 rows[row[0]] = row
         for row in odb.sql(f"SELECT {_COLUMNS} FROM memories WHERE {_ACTIVE} "
-                           "AND confidence < ? ORDER BY importance DESC, created_at DESC, "
-                           "memory_id LIMIT ?", (low_confidence, take)):
+                           f"AND confidence < ? AND {seen} ORDER BY importance DESC, "
+                           "created_at DESC, memory_id LIMIT ?",
+                           (low_confidence, *seen_params, take)):
             rows[row[0]] = row
         # A unit whose crystal is shown is said by the crystal already (reflection.py).
         for unit in crystal_of(odb, list(rows)):
             rows.pop(unit, None)
-        standing = [c for c in open_conflicts(odb) if keep(c)][:take]
+        candidates = [c for c in open_conflicts(odb) if keep(c)]
+        visible = _visible(odb, view, {m for c in candidates for m in (c.newer_id, c.older_id)})
+        standing = [c for c in candidates if c.newer_id in visible and c.older_id in visible
+                    ][:take]
         conflicts = _conflicts(odb, standing)
         watermark = odb.sql("SELECT value FROM meta WHERE key = ?", (META_EVENT_WATERMARK,))
     return Facts(orchestrator_id=odb.orchestrator_id,
@@ -65,3 +74,13 @@ def _conflicts(odb: OrchestratorDB, standing: list[Contradiction]) -> tuple[Conf
         f"SELECT {_COLUMNS} FROM memories WHERE memory_id IN ({','.join('?' * len(ends))})",
         ends)}
     return tuple(Conflict(items[c.newer_id], items[c.older_id]) for c in standing)
+
+
+def _visible(odb: OrchestratorDB, view: View, ids: set[str]) -> set[str]:
+    """Those of ``ids`` that ``view`` sees."""
+    if not ids:
+        return set()
+    seen, seen_params = view.sql()
+    return {r[0] for r in odb.sql(
+        f"SELECT memory_id FROM memories WHERE memory_id IN (SELECT value FROM json_each(?)) "
+        f"AND {seen}", (json.dumps(sorted(ids)), *seen_params))}

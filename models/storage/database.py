@@ -42,6 +42,7 @@ from ..workspace import Workspace
 from .degraded import check_not_degraded, degraded_info
 from .integrity import check_not_disabled, verify
 from .migrations import migrate
+from .steps_governance import legacy_view
 from .tables import (
     TABLES,
     MetaRow,
@@ -77,6 +78,11 @@ class GuardedSqliteDatabase(SqliteDatabase):
     def begin(self, *args: Any, **kwargs: Any) -> Any:
         self._check_process()
         return super().begin(*args, **kwargs)
+
+    def _add_conn_hooks(self, conn: Any) -> None:
+        super()._add_conn_hooks(conn)  # type: ignore[misc]
+        # a file older than schema 3 reads through a view with the governance defaults
+        legacy_view(conn)
 
     def rollback(self) -> None:
         # After SQLITE_FULL or an I/O error SQLite has already rolled the transaction

@@ -22,7 +22,8 @@ from .tables import MemoryEdgeRow, MemoryEventRow, MemoryRow, MemorySourceRow
 from .vectors import delete_embedding
 
 #: Event fields that carry words (or a hash) of a memory's content.
-CONTENT_FIELDS = frozenset({"subject", "value", "content", "summary", "statement", "topic"})
+CONTENT_FIELDS = frozenset({"subject", "value", "content", "summary", "statement", "topic",
+                            "tags", "metadata"})
 _WORD = re.compile(r"\w+")
 
 
@@ -33,7 +34,8 @@ def erase(odb: OrchestratorDB, memory_id: str) -> None:
     """
     row = MemoryRow.get(MemoryRow.memory_id == memory_id)
     _release_subject(row)
-    (MemoryRow.update(content="", summary="", subject=None, value=None,
+    (MemoryRow.update(content="", summary="", subject=None, value=None, tags="[]",
+                      metadata="{}", time_refs=None,
                       fingerprint=f"forgotten:{memory_id}", forgotten=1,
                       status=Status.RETRACTED.value, updated_at=format_ts(utc_now()))
      .where(MemoryRow.memory_id == memory_id).execute())

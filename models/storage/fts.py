@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from ..textquery import query_terms
 from .tables import live
+from .visibility import DEFAULT_VIEW, View
 
 if TYPE_CHECKING:
     from .database import OrchestratorDB
@@ -30,8 +31,8 @@ class TextHit:
 
 
 def search(odb: OrchestratorDB, text: str, *, limit: int, statuses: Sequence[str],
-           types: Sequence[str] | None = None, within: Sequence[str] | None = None
-           ) -> list[TextHit]:
+           types: Sequence[str] | None = None, within: Sequence[str] | None = None,
+           view: View = DEFAULT_VIEW) -> list[TextHit]:
     """The best ``limit`` memories for ``text`` by BM25 (content weighs 1, summary 0.5).
 
     Order is deterministic: by score, then memoryId. Run it inside the caller's
@@ -49,6 +50,9 @@ def search(odb: OrchestratorDB, text: str, *, limit: int, statuses: Sequence[str
         if values is not None:
             filters.append(f"AND {column} IN ({','.join('?' * len(values))})")
             params.extend(values)
+    seen, seen_params = view.sql("m")  # scope, sensitivity, tags (issue 16)
+    filters.append(f"AND {seen}")
+    params.extend(seen_params)
     expression = match_expression(terms)
     window = limit * 4
     while True:

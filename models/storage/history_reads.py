@@ -13,6 +13,7 @@ from .events import naming
 from .memories import row_to_node
 from .provenance import CapturedSource, sources_of
 from .tables import MemoryEventRow, MemoryRow
+from .validity_columns import memory_fields
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,8 @@ def memory_history(odb: OrchestratorDB, memory_id: str) -> MemoryHistory | None:
     """The history of ``memory_id`` read in one snapshot (events oldest first), or None
     when no such memory exists. Raises StorageError / MemoryCorrupt on a bad file."""
     with odb.read():
-        row = MemoryRow.get_or_none(MemoryRow.memory_id == memory_id)
+        row = (MemoryRow.select(*memory_fields())
+               .where(MemoryRow.memory_id == memory_id).first())
         if row is None:
             return None
         events = [Event(id=e.id, op=e.op, at=e.at, actor=e.actor,

@@ -14,6 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from peewee import SQL
+
+from ..governance import Scope, Sensitivity, metadata_json, tags_json, tier_of
 from ..schema import (
     CapturedBy,
     MemoryInput,
@@ -28,6 +31,7 @@ from ..schema import (
 )
 from .database import OrchestratorDB
 from .events import add_event, naming
+from .governance_columns import governance_fields
 from .reflection import topics_of
 from .tables import (
     CrystalRow,
@@ -36,6 +40,8 @@ from .tables import (
     MemorySourceRow,
     live_rows,
 )
+from .validity_columns import close_window, memory_fields, validity_columns
+from .visibility import DEFAULT_VIEW, View
 
 logger = logging.getLogger(__name__)
 
@@ -81,7 +87,7 @@ def _active_of(memory_type: str) -> Any:
 
 def get(memory_id: str) -> StoredMemory | None:
     """The stored state of ``memory_id``, or None (inside a bound block)."""
-    row = MemoryRow.get_or_none(MemoryRow.memory_id == memory_id)
+    row = MemoryRow.select(*memory_fields()).where(MemoryRow.memory_id == memory_id).first()
     return None if row is None else _stored(row)
 
 
@@ -90,30 +96,53 @@ def exists(memory_id: str) -> bool:
     return bool(MemoryRow.select().where(MemoryRow.memory_id == memory_id).exists())
 
 
-def find_duplicate(memory_type: str, fingerprint: str) -> StoredMemory | None:
-    """The oldest active memory of ``memory_type`` with ``fingerprint``, or None."""
-    row = (MemoryRow.select().where(_active_of(memory_type),
+def same_partition(memory: MemoryInput | None) -> Any:
+    """Stored memories a candidate may reinforce, update or contradict: those of its own
+    scope (the same session or project) and on the same side of ``restricted``, so a
+    merge never moves a statement out of the view it was written for (all when None)."""
+    if memory is None:
+        return True
+    restricted = memory.sensitivity == Sensitivity.RESTRICTED
+    where = (MemoryRow.scope == memory.scope.value) & (
+        (MemoryRow.sensitivity == "restricted") if restricted
+        else (MemoryRow.sensitivity != "restricted"))
+    if memory.scope == Scope.SESSION:
+        where &= MemoryRow.session_id == memory.session_id
+    elif memory.scope == Scope.PROJECT:
+        where &= MemoryRow.project_id == memory.project_id
+    return where
+
+
+def find_duplicate(memory_type: str, fingerprint: str,
+                   within: MemoryInput | None = None) -> StoredMemory | None:
+    """The oldest active memory of ``memory_type`` with ``fingerprint`` in the partition
+    of ``within`` (:func:`same_partition`), or None."""
+    row = (MemoryRow.select().where(_active_of(memory_type), same_partition(within),
                                     MemoryRow.fingerprint == fingerprint)
            .order_by(MemoryRow.id).first())
     return None if row is None else _stored(row)
 
 
 def same_subject(memory_type: str, subject: str, *, exclude: str | None = None,
-                 limit: int = SAME_SUBJECT_LIMIT) -> list[StoredMemory]:
-    """Active memories of ``memory_type`` filling ``subject``, newest first, at most
-    ``limit``, without ``exclude``."""
-    query = (MemoryRow.select().where(_active_of(memory_type), MemoryRow.subject == subject)
+                 limit: int = SAME_SUBJECT_LIMIT,
+                 within: MemoryInput | None = None) -> list[StoredMemory]:
+    """Active memories of ``memory_type`` filling ``subject`` in the partition of
+    ``within``, newest first, at most ``limit``, without ``exclude``."""
+    query = (MemoryRow.select().where(_active_of(memory_type), MemoryRow.subject == subject,
+                                      same_partition(within))
              .order_by(MemoryRow.id.desc()))
     if exclude:
         query = query.where(MemoryRow.memory_id != exclude)
     return [_stored(r) for r in query.limit(limit)]
 
 
-def active_among(memory_type: str, memory_ids: Sequence[str]) -> dict[str, StoredMemory]:
-    """Those of ``memory_ids`` that are active memories of ``memory_type``, by id."""
+def active_among(memory_type: str, memory_ids: Sequence[str],
+                 within: MemoryInput | None = None) -> dict[str, StoredMemory]:
+    """Those of ``memory_ids`` that are active memories of ``memory_type`` in the
+    partition of ``within``, by id."""
     if not memory_ids:
         return {}
-    rows = MemoryRow.select().where(_active_of(memory_type),
+    rows = MemoryRow.select().where(_active_of(memory_type), same_partition(within),
                                     MemoryRow.memory_id.in_(list(memory_ids)))
     return {r.memory_id: _stored(r) for r in rows}
 
@@ -140,8 +169,20 @@ def insert_memory(memory_id: str, memory: MemoryInput, *, key: str,
         stated=int(stated),
         created_at=created,
         updated_at=format_ts(now),
+        **governance_columns(memory),
+        **validity_columns(memory),
     )
     add_source(memory_id, src, key=key, at=created)
+
+
+def governance_columns(memory: MemoryInput) -> dict[str, Any]:
+    """The governance columns of a new memory: tier by type unless given, internal
+    unless given (the write path has already run the secret detector)."""
+    return {"tier": tier_of(memory.type.value, memory.tier).value,
+            "scope": memory.scope.value, "session_id": memory.session_id,
+            "project_id": memory.project_id,
+            "sensitivity": (memory.sensitivity or Sensitivity.INTERNAL).value,
+            "tags": tags_json(memory.tags), "metadata": metadata_json(memory.metadata)}
 
 
 def _provenance(src: Source) -> dict[str, Any]:
@@ -241,13 +282,20 @@ def reinforce(stored: StoredMemory, memory: MemoryInput, *, key: str) -> None:
 
 def set_status(stored: StoredMemory, status: Status, *, reason: str | None, actor: str,
                key: str | None, by: str | None = None) -> None:
-    """Change the status of ``stored`` and audit it (inside a write transaction)."""
-    (MemoryRow.update(status=status.value, updated_at=format_ts(utc_now()))
+    """Change the status of ``stored`` and audit it (inside a write transaction).
+
+    A supersede closes the older memory's window: its validTo becomes the time the newer
+    one (``by``) became true, unless it already had one.
+    """
+    closed = close_window(stored.memory_id, by) if status == Status.SUPERSEDED else None
+    (MemoryRow.update(status=status.value, updated_at=format_ts(utc_now()),
+                      **({"valid_to": closed} if closed else {}))
      .where(MemoryRow.memory_id == stored.memory_id).execute())
     op = {Status.SUPERSEDED: "supersede", Status.RETRACTED: "retract",
           Status.ACTIVE: "reactivate"}[status]
     add_event(op, [stored.memory_id, *([by] if by else [])], before={"status": stored.status},
-              after={"status": status.value, **({"by": by} if by else {})},
+              after={"status": status.value, **({"by": by} if by else {}),
+                     **({"validTo": closed} if closed else {})},
               reason=reason, actor=actor, key=key)
 
 
@@ -269,15 +317,22 @@ def row_to_node(row: MemoryRow, orchestrator_id: str, topic: str | None = None) 
         created_at=row.created_at,
         updated_at=row.updated_at,
         topic=topic,
+        **governance_fields(row.tier, row.scope, row.session_id, row.project_id,
+                            row.sensitivity, row.tags, row.metadata),
+        valid_from=row.valid_from,
+        valid_to=row.valid_to,
+        time_refs=json.loads(row.time_refs) if row.time_refs else None,
     )
 
 
 def list_memories(odb: OrchestratorDB, *, status: Status | None = Status.ACTIVE,
                   types: Sequence[str] | None = None, limit: int = 100,
-                  offset: int = 0) -> list[MemoryNode]:
-    """Memories newest first, filtered by status (None = any) and types."""
+                  offset: int = 0, view: View = DEFAULT_VIEW) -> list[MemoryNode]:
+    """Memories newest first, filtered by status (None = any), types and ``view``
+    (scope, sensitivity, tags: storage/visibility.py)."""
+    seen, seen_params = view.sql()
     with odb.read():
-        query = MemoryRow.select().where(live_rows())
+        query = MemoryRow.select(*memory_fields()).where(live_rows(), SQL(seen, seen_params))
         if status is not None:
             query = query.where(MemoryRow.status == status.value)
         if types:
@@ -294,7 +349,7 @@ def get_nodes(odb: OrchestratorDB, memory_ids: Sequence[str]) -> list[MemoryNode
     if not memory_ids:
         return []
     with odb.read():
-        rows = {r.memory_id: r for r in MemoryRow.select().where(
+        rows = {r.memory_id: r for r in MemoryRow.select(*memory_fields()).where(
             MemoryRow.memory_id.in_(list(memory_ids)), live_rows())}
         topics = topics_of(list(rows))
     return [row_to_node(rows[m], odb.orchestrator_id, topics.get(m)) for m in memory_ids

@@ -44,9 +44,10 @@ from typing import TYPE_CHECKING
 import peewee
 
 from ..schema import format_ts, utc_now
-from . import sample_recall, steps_log
+from . import sample_recall, steps_log, steps_time
 from .backup import restore_backup, take_backup
 from .degraded import mark_degraded
+from .steps_governance import downgrade_from_3, upgrade_to_3
 from .steps_reflect import downgrade_from_6, upgrade_to_6
 from .tables import META_LAST_MIGRATED_AT, META_SCHEMA_VERSION, SCHEMA_VERSION, MetaRow
 
@@ -93,6 +94,8 @@ class Step:
 #: The steps in ascending order; the last version is SCHEMA_VERSION.
 MIGRATIONS: list[Step] = [
     Step(2, upgrade_to_2, downgrade_from_2),
+    Step(3, upgrade_to_3, downgrade_from_3),  # governance (issue 16)
+    Step(4, steps_time.up, steps_time.down),  # time on memories (issue 18)
     Step(steps_log.VERSION, steps_log.up, steps_log.down),
     Step(6, upgrade_to_6, downgrade_from_6),
 ]

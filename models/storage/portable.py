@@ -21,6 +21,7 @@ from typing import Any
 
 from peewee import FloatField, IntegerField, Model
 
+from ..governance import TIER_OF_TYPE, Tier
 from .database import OrchestratorDB
 from .events import set_meta
 from .tables import (
@@ -46,7 +47,7 @@ KINDS = tuple(_KINDS)
 #: (``orchmem rebuild``) is needed when it changes; exports record it.
 INDEX_VERSION = f"fts5[{FTS_TOKENIZER}]+float32-unit"
 #: Audit columns stored as JSON text and exported as JSON values.
-_JSON_COLUMNS = frozenset({"memory_ids", "before", "after"})
+_JSON_COLUMNS = frozenset({"memory_ids", "before", "after", "tags", "metadata"})
 #: The audit's rowid travels as ``eventId`` (its order); import gives new ones.
 _RENAMED = {("audit", "id"): "eventId"}
 
@@ -61,6 +62,8 @@ class Column:
     null: bool
     #: True when a line may leave it out (the table has a default for it).
     optional: bool
+    #: The value a line that leaves it out gets (a JSON column's decoded).
+    default: Any = None
 
 
 def _camel(name: str) -> str:
@@ -83,8 +86,12 @@ def columns(kind: str) -> list[Column]:
         else:
             kind_name = "text"
         key = _RENAMED.get((kind, name), _camel(name))
+        default = field.default
+        if kind_name == "json" and isinstance(default, str):
+            default = json.loads(default)
         out.append(Column(key=key, column=name, kind=kind_name, null=bool(field.null),
-                          optional=field.default is not None or bool(field.null)))
+                          optional=field.default is not None or bool(field.null),
+                          default=default))
     return out
 
 
@@ -154,7 +161,7 @@ def insert(odb: OrchestratorDB, kind: str, lines: Sequence[dict[str, Any]]) -> i
     table = _KINDS[kind][0]._meta.table_name
     cols = [c for c in columns(kind) if not (kind == "audit" and c.key == "eventId")]
     names = [c.column for c in cols]
-    rows = [[_stored(c, line.get(c.key)) for c in cols] for line in lines]
+    rows = [[_stored(c, _given(kind, c, line)) for c in cols] for line in lines]
     conn = odb.db.connection()
     if kind == "audit":
         first = int(odb.db.execute_sql("SELECT coalesce(max(id), 0) FROM memory_events")
@@ -169,6 +176,16 @@ def insert(odb: OrchestratorDB, kind: str, lines: Sequence[dict[str, Any]]) -> i
                           for m in dict.fromkeys(line["memoryIds"])])
         set_meta(META_EVENT_WATERMARK, str(first + len(lines) - 1))
     return len(lines)
+
+
+def _given(kind: str, column: Column, line: dict[str, Any]) -> Any:
+    """The line's value, or the column's default when it leaves it out (an export written
+    before schema 3 has no governance fields: its memories take tier-by-type)."""
+    if column.key in line:
+        return line[column.key]
+    if kind == "records" and column.key == "tier":
+        return TIER_OF_TYPE.get(line.get("type", ""), Tier.SEMANTIC).value
+    return column.default
 
 
 def _stored(column: Column, value: Any) -> Any:

@@ -27,7 +27,10 @@ from ..schema import (
     SourceType,
     Status,
 )
+from .governance_columns import governance_fields
 from .provenance import CapturedSource
+from .validity_columns import NO_TIME_COLUMNS_SQL, TIME_COLUMNS_SQL, has_time
+from .visibility import DEFAULT_VIEW, View
 
 if TYPE_CHECKING:
     from .database import OrchestratorDB
@@ -35,14 +38,19 @@ if TYPE_CHECKING:
 #: The columns of a node, in the order :func:`_node` reads them.
 _NODE_COLUMNS = ("memory_id, type, importance, content, summary, confidence, status, "
                  "source_type, source_path, conversation_id, workflow_run_id, step_id, "
-                 "captured_by, created_at, updated_at")
+                 "captured_by, created_at, updated_at, "
+                 # governance (schema 3), read by memories.governance_fields
+                 "tier, scope, session_id, project_id, sensitivity, tags, metadata, ")
 _IDS = "(SELECT value FROM json_each(?))"
 # The unary + keeps SQLite on the memory_id index: without table statistics it would
 # otherwise scan the status index (measured: 3 ms instead of 0.1 ms at 10k).
 _PASSING = (f"SELECT memory_id FROM memories WHERE memory_id IN {_IDS} AND +forgotten = 0 "
             f"AND +status IN {_IDS}")
 _PASSING_TYPES = f"{_PASSING} AND +type IN {_IDS}"
-_NODES = f"SELECT {_NODE_COLUMNS} FROM memories WHERE memory_id IN {_IDS}"
+#: A file written before schema 4 has no time columns (a reader never migrates it).
+_NODES = {True: f"SELECT {_NODE_COLUMNS}{TIME_COLUMNS_SQL} FROM memories WHERE memory_id IN {_IDS}",
+          False: f"SELECT {_NODE_COLUMNS}{NO_TIME_COLUMNS_SQL} FROM memories "
+          f"WHERE memory_id IN {_IDS}"}
 _EDGES = ("SELECT edge_id, from_memory_id, to_memory_id, edge_type, weight, reason, created_at "
           f"FROM memory_edges WHERE from_memory_id IN {_IDS} OR to_memory_id IN {_IDS} "
           "ORDER BY edge_id")
@@ -92,13 +100,17 @@ class Assembly:
 
 
 def passing(odb: OrchestratorDB, ids: Sequence[str], statuses: Sequence[str],
-            types: Sequence[str] | None) -> set[str]:
-    """Those of ``ids`` that are live, in ``statuses`` and (if given) of ``types``."""
+            types: Sequence[str] | None, view: View = DEFAULT_VIEW) -> set[str]:
+    """Those of ``ids`` that are live, in ``statuses``, (if given) of ``types``, and
+    that ``view`` sees (scope, sensitivity, tags)."""
     if not ids:
         return set()
+    seen, seen_params = view.sql()
     if types is None:
-        return {r[0] for r in odb.sql(_PASSING, (_json(ids), _json(statuses)))}
-    return {r[0] for r in odb.sql(_PASSING_TYPES, (_json(ids), _json(statuses), _json(types)))}
+        return {r[0] for r in odb.sql(f"{_PASSING} AND {seen}",
+                                      (_json(ids), _json(statuses), *seen_params))}
+    return {r[0] for r in odb.sql(f"{_PASSING_TYPES} AND {seen}",
+                                  (_json(ids), _json(statuses), _json(types), *seen_params))}
 
 
 def rank_inputs(odb: OrchestratorDB, ids: Sequence[str]) -> list[RankInputs]:
@@ -106,7 +118,7 @@ def rank_inputs(odb: OrchestratorDB, ids: Sequence[str]) -> list[RankInputs]:
     if not ids:
         return []
     return [RankInputs(row[0], row[2], row[5], row[13], row[1], row)
-            for row in odb.sql(_NODES, (_json(ids),))]
+            for row in odb.sql(_NODES[has_time(odb)], (_json(ids),))]
 
 
 def assembly(odb: OrchestratorDB, ids: Sequence[str],
@@ -123,7 +135,7 @@ def assembly(odb: OrchestratorDB, ids: Sequence[str],
     missing = [m for m in ids if m not in known]
     found = [known[m] for m in ids if m in known]
     if missing:
-        found += odb.sql(_NODES, (_json(missing),))
+        found += odb.sql(_NODES[has_time(odb)], (_json(missing),))
     nodes = {row[0]: _node(row, odb.orchestrator_id) for row in found}
     listed = _json(ids)
     edges = [MemoryEdge.model_construct(
@@ -151,4 +163,5 @@ def _node(row: tuple[Any, ...], orchestrator_id: str) -> MemoryNode:
         memory_id=row[0], orchestrator_id=orchestrator_id, type=MemoryType(row[1]),
         importance=row[2], content=row[3], summary=row[4], confidence=row[5],
         status=Status(row[6]), source=_source(row[7:13]), created_at=row[13],
-        updated_at=row[14])
+        updated_at=row[14], **governance_fields(*row[15:22]), valid_from=row[22],
+        valid_to=row[23], time_refs=json.loads(row[24]) if row[24] else None)

@@ -50,11 +50,16 @@ _UNIT_COLUMNS = ("m.id, m.memory_id, m.type, m.content, m.summary, m.importance,
 
 
 def units(odb: OrchestratorDB) -> list[StoredUnit]:
-    """Every active live memory that is not a crystal, oldest first (one snapshot)."""
+    """Every active live memory that is not a crystal, oldest first (one snapshot).
+
+    Only global memories that are public or internal (issue 16): a crystal is a global
+    memory that repeats its units' words, so a session's, a project's, a confidential or
+    a restricted memory must never be one of its units."""
     with odb.read():
         rows = odb.sql(f"SELECT {_UNIT_COLUMNS} FROM memories m LEFT JOIN memory_topics t "
                        "ON t.memory_id = m.memory_id WHERE m.status = ? "
-                       "AND m.forgotten = 0 AND m.memory_id NOT IN "
+                       "AND m.forgotten = 0 AND m.scope = 'global' "
+                       "AND m.sensitivity IN ('public', 'internal') AND m.memory_id NOT IN "
                        "(SELECT memory_id FROM crystals) ORDER BY m.created_at, m.memory_id",
                        (Status.ACTIVE.value,))
     return [StoredUnit(row_id=r[0], memory_id=r[1], type=r[2], content=r[3], summary=r[4],

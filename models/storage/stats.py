@@ -8,9 +8,12 @@ from typing import Any
 
 from peewee import JOIN
 
+from ..governance import Scope, Sensitivity, Tier
 from .database import OrchestratorDB
 from .degraded import degraded_info
 from .reflection import reflection_stats
+from .retention_reads import last_run
+from .selection import count_by
 from .tables import (
     DeadLetterRow,
     MemoryEdgeRow,
@@ -36,7 +39,7 @@ def stats(odb: OrchestratorDB) -> dict[str, Any]:
         for counts in by_type.values():
             for status, n in counts.items():
                 by_status[status] = by_status.get(status, 0) + n
-        missing = (MemoryRow.select()
+        missing = (MemoryRow.select(MemoryRow.id)
                    .join(MemoryEmbeddingRow, on=(MemoryEmbeddingRow.memory == MemoryRow.memory_id),
                          join_type=JOIN.LEFT_OUTER)
                    .where(MemoryEmbeddingRow.memory.is_null(), live_rows())
@@ -63,7 +66,16 @@ def stats(odb: OrchestratorDB) -> dict[str, Any]:
             "degraded": degraded_info(odb.workspace),
             "watermark": projection_status(odb),
             **reflection_stats(odb),
+            "governance": governance_counts(odb),
         }
+
+
+def governance_counts(odb: OrchestratorDB) -> dict[str, Any]:
+    """Live memories by tier, scope and sensitivity, and the last retention run."""
+    return {"byTier": count_by(odb, "tier", [t.value for t in Tier]),
+            "byScope": count_by(odb, "scope", [s.value for s in Scope]),
+            "bySensitivity": count_by(odb, "sensitivity", [s.value for s in Sensitivity]),
+            "lastRetention": last_run(odb)}
 
 
 def _bulletin_time(path: Any) -> str | None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from peewee import (
+    SQL,
     AutoField,
     BlobField,
     CharField,
@@ -71,6 +72,20 @@ class MemoryRow(_Table):
     forgotten = IntegerField(default=0)
     created_at = CharField()
     updated_at = CharField()
+    # -- governance (schema 3, steps_governance.py): the DEFAULTs are in the DDL so that
+    # ALTER TABLE ADD COLUMN gives a migrated file the same text as a new one.
+    tier = CharField(default="semantic", constraints=[SQL("DEFAULT 'semantic'")])
+    scope = CharField(default="global", constraints=[SQL("DEFAULT 'global'")])
+    session_id = CharField(null=True)
+    project_id = CharField(null=True)
+    sensitivity = CharField(default="internal", constraints=[SQL("DEFAULT 'internal'")])
+    tags = TextField(default="[]", constraints=[SQL("DEFAULT '[]'")])  # JSON list
+    metadata = TextField(default="{}", constraints=[SQL("DEFAULT '{}'")])  # JSON object
+    #: Schema 4 (steps_time.py): when it became true (NULL: since created_at), when it
+    #: stopped (NULL: still true), and the dated phrases of its content (JSON list).
+    valid_from = CharField(null=True)
+    valid_to = CharField(null=True)
+    time_refs = TextField(null=True)
 
     class Meta:
         table_name = "memories"

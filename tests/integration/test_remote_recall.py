@@ -92,3 +92,22 @@ def test_a_recall_while_no_reader_runs_fails_fast_with_a_warning(settings: Setti
     bundle = remote.recall("anything")
     assert time.monotonic() - started < 5
     assert bundle.nodes == [] and "no reader answered within 1s" in bundle.warnings[0]
+
+
+def test_a_remote_recall_keeps_its_scope_view(settings: Settings, reader: ReaderProcess) -> None:
+    orch = unique_id("remote-scope")
+    local = MemoryClient(orch, settings)
+    source = {"sourceType": "manual", "capturedBy": "user"}
+    result = local.write_back(memories=[
+        {"type": "Fact", "content": "The lighthouse key is kept by Alma", "source": source},
+        {"type": "Fact", "content": "The lighthouse lamp was fixed by Bruno", "source": source,
+         "scope": "session", "sessionId": "s-b"},
+        {"type": "Fact", "content": "The lighthouse door password is Gannet-4410",
+         "source": source}]).wait(60)
+    shared, bruno, secret = result["memoryIds"]
+    remote = MemoryClient(orch, settings, remote=True)
+    for session, expected in ((None, {shared}), ("s-b", {shared, bruno}), ("s-x", {shared})):
+        theirs = remote.recall("lighthouse", session_id=session)
+        assert theirs.warnings == [] and set(theirs.memory_ids) == expected, session
+        assert set(local.recall("lighthouse", session_id=session).memory_ids) == expected
+    assert secret not in remote.recall("lighthouse door password").memory_ids

@@ -1,4 +1,5 @@
-"""Edit commands: ``supersede``, ``retract``, ``link``, ``forget``, and ``history``."""
+"""Edit commands: ``supersede``, ``retract``, ``link``, and ``history`` (``forget``,
+``patch`` and ``invalidate`` are in governance.py)."""
 
 from __future__ import annotations
 
@@ -100,23 +101,6 @@ def link(cli: Cli, orchestrator_id: str, from_id: str, to_id: str, edge_type: st
 @click.command()
 @orch_option
 @click.argument("memory_id")
-@click.option("--hard", is_flag=True, help="Erase content, vector, full-text entry and sources "
-              "(a tombstone stays in the audit log). Default: soft (retracted, content kept).")
-@click.option("--reason", help="Why (kept in the audit log).")
-@KEY
-@json_option
-@pass_cli
-def forget(cli: Cli, orchestrator_id: str, memory_id: str, hard: bool, reason: str | None,
-           idempotency_key: str | None, as_json: bool) -> None:
-    """Forget MEMORY_ID: soft by default, --hard to erase it."""
-    payload = {"op": "forget", "memoryId": memory_id, "hard": hard, "reason": reason}
-    value = _run_edit(cli, orchestrator_id, payload, as_json, idempotency_key)
-    emit(value, as_json, f"{memory_id} forgotten ({'hard: erased' if hard else 'soft'})")
-
-
-@click.command()
-@orch_option
-@click.argument("memory_id")
 @json_option
 @pass_cli
 def history(cli: Cli, orchestrator_id: str, memory_id: str, as_json: bool) -> None:
@@ -148,4 +132,5 @@ def history(cli: Cli, orchestrator_id: str, memory_id: str, as_json: bool) -> No
     emit(data, as_json, "\n".join(lines))
 
 
-COMMANDS = [supersede, retract, link, forget, history]
+# `forget` (by id and by policy) is in governance.py
+COMMANDS = [supersede, retract, link, history]

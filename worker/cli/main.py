@@ -12,6 +12,7 @@ from orchmem.config import OrchmemError
 from . import (
     durability,
     edits,
+    governance,
     logcmd,
     mcpserve,
     memory,
@@ -57,7 +58,7 @@ def main(ctx: click.Context, config: str | None, root: str | None) -> None:
 
 
 for command in (*ops.COMMANDS, *memory.COMMANDS, *edits.COMMANDS, *portability.COMMANDS,
-                *durability.COMMANDS):
+                *durability.COMMANDS, *governance.COMMANDS):
     main.add_command(command)
 for command in (*tokens.COMMANDS, *serve.COMMANDS, *mcpserve.COMMANDS, *reader.COMMANDS,
                 *logcmd.COMMANDS, *reflection.COMMANDS):

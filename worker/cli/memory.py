@@ -18,6 +18,7 @@ from orchmem.models.schema import Status
 from orchmem.models.storage.database import Databases, OrchestratorDB, known_orchestrators
 from orchmem.models.storage.memories import list_memories
 from orchmem.models.storage.stats import stats as memory_stats
+from orchmem.models.storage.visibility import View, make_view
 from orchmem.models.workspace import Workspace
 from orchmem.tasks.ingest import INGEST_SCAN
 from orchmem.tasks.writeback import WRITEBACK
@@ -44,6 +45,7 @@ from .common import (
     pass_cli,
     require_orchestrator,
 )
+from .governance_options import governance_fields, view_options, write_options
 
 logger = logging.getLogger(__name__)
 
@@ -100,16 +102,18 @@ def wait_for(result: Any, timeout: float, as_json: bool) -> dict[str, Any]:
 @click.option("--timeout", type=float, help="Seconds to wait for the worker "
               "(default: worker.wait_timeout_s).")
 @click.option("--no-wait", is_flag=True, help="Publish and print the task id only.")
+@write_options
 @json_option
 @pass_cli
 def write(cli: Cli, orchestrator_id: str, memory_type: str, content: str, summary: str | None,
           importance: int, confidence: float, idempotency_key: str | None,
-          timeout: float | None, no_wait: bool, as_json: bool) -> None:
+          timeout: float | None, no_wait: bool, as_json: bool, **governance: Any) -> None:
     """Write one memory through the queue and print its memoryId."""
     settings = cli.settings
     memory: dict[str, Any] = {
         "type": memory_type, "content": content, "importance": importance,
         "confidence": confidence, "source": dict(DEFAULT_SOURCE),
+        **governance_fields(**governance),
     }
     if summary:
         memory["summary"] = summary
@@ -145,17 +149,21 @@ def write(cli: Cli, orchestrator_id: str, memory_type: str, content: str, summar
 @click.option("--type", "types", type=click.Choice(TYPES), multiple=True,
               help="Filter (repeatable).")
 @click.option("--limit", type=click.IntRange(1, 100_000), default=50, show_default=True)
+@view_options
 @missing_ok_option
 @json_option
 @pass_cli
 def list_(cli: Cli, orchestrator_id: str, status: str, types: tuple[str, ...], limit: int,
-          missing_ok: bool, as_json: bool) -> None:
-    """List memories, newest first (reads the database directly)."""
+          missing_ok: bool, as_json: bool, session_id: str | None, project_id: str | None,
+          tags: tuple[str, ...]) -> None:
+    """List memories, newest first (reads the database directly; restricted ones left
+    out; global ones and those of --session / --project)."""
     odb = open_existing(cli.settings, orchestrator_id, as_json, missing_ok)
     if odb is None:
         return
     nodes = list_memories(odb, status=None if status == "any" else Status(status),
-                          types=list(types), limit=limit)
+                          types=list(types), limit=limit,
+                          view=View(session_id, project_id, tags))
     header = f"{'MEMORY ID':<29} {'TYPE':<11} {'STATUS':<10} {'IMP':>3} {'CONF':>4}  CONTENT"
     lines = [f"{n.memory_id:<29} {n.type.value:<11} {n.status.value:<10} {n.importance:>3} "
              f"{n.confidence:.2f}  {one_line(n.content, 70)}" for n in nodes]
@@ -256,6 +264,14 @@ def stats(cli: Cli, orchestrator_id: str | None, missing_ok: bool, as_json: bool
         proposals = ", ".join(f"{k} {v}" for k, v in sorted(r["proposals"].items())) or "-"
         lines.append(f"  topics {r['topics']}, crystals {r['crystals']}, proposals "
                      f"{proposals}, last reflection {r['lastReflectAt'] or '-'}")
+    gov = data["governance"]
+    lines += [f"  by {name}: " + ", ".join(f"{k} {v}" for k, v in gov[key].items())
+              for name, key in (("tier", "byTier"), ("scope", "byScope"),
+                                ("sensitivity", "bySensitivity"))]
+    last = gov["lastRetention"]
+    lines.append("  last retention: " + (f"{last['at']}: {last['count']} forgotten "
+                                         f"({last['soft']} soft, {last['hard']} hard)"
+                                         if last else "never"))
     if data.get("degraded"):
         lines.append(f"  DEGRADED (read-only): {data['degraded'].get('reason')}")
     emit(data, as_json, "\n".join(lines))
@@ -273,12 +289,23 @@ def stats(cli: Cli, orchestrator_id: str | None, missing_ok: bool, as_json: bool
 @click.option("--mode", type=click.Choice(["hybrid", "vector", "text"]), default="hybrid",
               show_default=True)
 @click.option("--local", is_flag=True, help="Recall in this process even when a reader runs.")
+@view_options
+@click.option("--include-restricted", is_flag=True,
+              help="Also restricted memories (needs --purpose; audited in memory.log).")
+@click.option("--purpose", metavar="TEXT", help="Why restricted memories are read.")
+@click.option("--as-of", "as_of", metavar="TIME",
+              help="What was valid and known at TIME (ISO 8601 with a time zone).")
+@click.option("--latest", is_flag=True, help="Follow Updates chains to the newest memory.")
+@click.option("--route", is_flag=True, help="Plan the recall by the kind of question "
+              "(time window, neighbours); the plan is in --json's output.")
 @missing_ok_option
 @json_option
 @pass_cli
 def recall(cli: Cli, orchestrator_id: str, query: str, top_n: int | None, types: tuple[str, ...],
            include_inactive: bool, mode: str, local: bool, missing_ok: bool,
-           as_json: bool) -> None:
+           as_json: bool, session_id: str | None, project_id: str | None,
+           tags: tuple[str, ...], include_restricted: bool, purpose: str | None,
+           as_of: str | None, latest: bool, route: bool) -> None:
     """Recall the memories most relevant to QUERY (hybrid: vectors + full text, fused by RRF).
 
     When `orchmem up` runs (its reader answers within 0.5 s), the reader answers, in
@@ -286,15 +313,24 @@ def recall(cli: Cli, orchestrator_id: str, query: str, top_n: int | None, types:
     embedding model (a few seconds, ~500 MB) and reads the database itself.
     """
     require_orchestrator(cli.settings, orchestrator_id, missing_ok)
-    bundle = None if local or mode != "hybrid" else from_reader(
+    try:
+        view = make_view(session_id, project_id, list(tags), include_restricted, purpose)
+    except OrchmemError as exc:
+        fail(exc, as_json)
+        return
+    timed = as_of is not None or latest or route
+    bundle = None if local or mode != "hybrid" or view.include_restricted or timed else \
+        from_reader(
         cli.settings, orchestrator_id, query, top_n=top_n, types=list(types) or None,
-        include_inactive=include_inactive)
+        include_inactive=include_inactive, view=view)
     via = "by the running reader" if bundle is not None else "in this process"
     if bundle is None:
         bundle = recall_memories(orchestrator_id, query,
                                  databases=Databases(cli.settings, readonly=True),
                                  top_n=top_n, types=list(types) or None,
-                                 include_inactive=include_inactive, mode=mode)
+                                 include_inactive=include_inactive, mode=mode, view=view,
+                                 purpose=purpose, as_of=as_of, latest=latest,
+                                 route=route or None)
     lines = []
     for item in bundle.nodes:
         m = item.memory
@@ -348,11 +384,18 @@ def ingest(cli: Cli, orchestrator_id: str, wait: bool, as_json: bool) -> None:
 @orch_option
 @click.option("--timeout", type=float, help="Seconds to wait for the worker "
               "(default: memory.bulletin.timeout_s); then the last snapshot is shown.")
+@click.option("--session", "session_id", metavar="S",
+              help="The bulletin of this session (built here: global + its own).")
+@click.option("--project", "project_id", metavar="P", help="The bulletin of this project.")
+@click.option("--tag", "tags", multiple=True, metavar="T",
+              help="Only memories with this tag (repeatable; built here).")
 @json_option
 @pass_cli
-def bulletin(cli: Cli, orchestrator_id: str, timeout: float | None, as_json: bool) -> None:
+def bulletin(cli: Cli, orchestrator_id: str, timeout: float | None, as_json: bool,
+             session_id: str | None, project_id: str | None, tags: tuple[str, ...]) -> None:
     """Build and show the orchestrator's bulletin (what is sent with every message)."""
-    result = MemoryClient(orchestrator_id, cli.settings).bulletin(timeout=timeout)
+    result = MemoryClient(orchestrator_id, cli.settings).bulletin(
+        timeout=timeout, session_id=session_id, project_id=project_id, tags=tags)
     data = {**result.bulletin, "source": result.source, "warnings": result.warnings,
             "text": result.text}
     note = f"({result.source}, generated {result.bulletin.get('generatedAt')})"

@@ -1,0 +1,171 @@
+"""Recall's steps about time and plans, after the hybrid search has fused its lists.
+
+- the as-of filter (models/validity.py): a candidate not valid and known at ``as_of``
+  is dropped, as the relevance floor drops one, before the top N is cut;
+- the question's time window (models/router.py): a memory dated inside it (its
+  validFrom, else createdAt, or a dated phrase of its content) is favoured;
+- neighbour expansion: the plan's first hits pass a share of their score to the
+  memories next to them in the same conversation and to those their edges reach;
+- latest state: each memory is replaced by the head of its Updates chain.
+
+Each step takes and returns ranked lists (models/ranking.py); rows are the node rows
+recall read once (storage/recall_reads.py) and are never read twice.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from datetime import date
+from typing import Any
+
+from .ranking import Modifiers, Ranked
+from .router import Plan
+from .schema import Status
+from .storage import chains, neighbours
+from .storage.database import OrchestratorDB
+from .validity import valid_at
+
+Row = tuple[Any, ...]
+Keep = Callable[[str], bool]
+# Indexes of storage/recall_reads._NODE_COLUMNS.
+_STATUS, _CREATED, _UPDATED, _FROM, _TO, _REFS = 6, 13, 14, 15, 16, 17
+
+
+@dataclass(frozen=True)
+class Asked:
+    """What a recall asked about time: ``as_of`` (stored format), ``latest``, the plan."""
+
+    as_of: str | None = None
+    latest: bool = False
+    plan: Plan | None = None
+
+    def statuses(self, include_inactive: bool) -> list[str]:
+        """The statuses searched: superseded ones too when time or heads matter."""
+        if include_inactive:
+            return [s.value for s in Status]
+        if self.as_of is not None or self.latest:
+            return [Status.ACTIVE.value, Status.SUPERSEDED.value]
+        return [Status.ACTIVE.value]
+
+
+def valid_keep(rows: Mapping[str, Row], as_of: str) -> Keep:
+    """A candidate filter: valid and known at ``as_of``."""
+    def keep(memory_id: str) -> bool:
+        row = rows.get(memory_id)
+        return row is not None and valid_at(
+            as_of, status=row[_STATUS], created_at=row[_CREATED], updated_at=row[_UPDATED],
+            valid_from=row[_FROM], valid_to=row[_TO])
+    return keep
+
+
+def both(first: Keep | None, second: Keep | None) -> Keep | None:
+    if first is None or second is None:
+        return first or second
+    return lambda memory_id: first(memory_id) and second(memory_id)
+
+
+def in_window(row: Row, span: tuple[date, date]) -> bool:
+    """True when the memory is dated inside ``span``: by when it became true, or by a
+    dated phrase of its content that overlaps it."""
+    start, end = span[0].isoformat(), span[1].isoformat()
+    if start <= (row[_FROM] or row[_CREATED])[:10] <= end:
+        return True
+    for ref in json.loads(row[_REFS]) if row[_REFS] else ():
+        if ref["from"] <= end and start <= ref["to"]:
+            return True
+    return False
+
+
+def boost_window(ranked: list[Ranked], rows: Mapping[str, Row], plan: Plan) -> list[Ranked]:
+    """Favour the memories dated inside the plan's window (score * (1 + window boost)),
+    or, for a question about when without one, those whose content names a day
+    (score * (1 + dated boost))."""
+    window = plan.window
+    if window is not None and plan.window_boost > 0:
+        factor = 1.0 + plan.window_boost
+        favoured = {m for m, row in rows.items() if in_window(row, window)}
+    elif plan.dated_boost > 0:
+        factor = 1.0 + plan.dated_boost
+        favoured = {m for m, row in rows.items() if row[_REFS]}
+    else:
+        return ranked
+    out = [replace(r, score=r.score * factor) if r.memory_id in favoured else r
+           for r in ranked]
+    return sorted(out, key=lambda r: (-r.score, r.memory_id))
+
+
+def expand(odb: OrchestratorDB, ranked: list[Ranked], plan: Plan,
+           admit: Callable[[list[str]], set[str]]) -> list[Ranked]:
+    """Add the neighbours of the plan's first hits, each with a share of its hit's score
+    (a memory already ranked keeps the higher of its two scores). ``admit`` keeps the
+    neighbours that pass the recall's filters (status, types, as-of)."""
+    if plan.expand_hits <= 0 or not ranked:
+        return ranked
+    hits = ranked[:plan.expand_hits]
+    near = neighbours.around(odb, [h.memory_id for h in hits], plan.session_radius)
+    scores = {r.memory_id: r for r in ranked}
+    allowed = admit(sorted({n.memory_id for ns in near.values() for n in ns} - set(scores)))
+    for hit in hits:
+        for neighbour in near.get(hit.memory_id, ()):
+            memory_id = neighbour.memory_id
+            # What follows a question in a conversation is most likely its answer.
+            answers = neighbour.how == "after" and neighbour.hit_asks
+            inherited = hit.score * (plan.answer_share if answers else plan.expand_share)
+            current = scores.get(memory_id)
+            if current is None and memory_id not in allowed:
+                continue
+            if current is None or current.score < inherited:
+                scores[memory_id] = Ranked(
+                    memory_id=memory_id, score=inherited, rrf=0.0, vector_rank=None,
+                    text_rank=None, modifiers=current.modifiers if current else _NEUTRAL)
+    return sorted(scores.values(), key=lambda r: (-r.score, r.memory_id))
+
+
+_NEUTRAL = Modifiers(importance=1.0, recency=1.0, confidence=1.0, contradiction=1.0)
+
+
+def to_heads(odb: OrchestratorDB, ranked: list[Ranked], as_of: str | None = None,
+             admit: Callable[[list[str]], set[str]] | None = None) -> list[Ranked]:
+    """Each memory replaced by the head of its Updates chain (as it was at ``as_of``); a
+    head reached twice is kept at its best rank. A head ``admit`` refuses (another
+    session's, a restricted one) drops the memory: its latest state is not this
+    request's to see, and an older state would be passed off as the latest."""
+    head = chains.heads(odb, [r.memory_id for r in ranked], as_of)
+    moved = sorted({head[r.memory_id] for r in ranked} - {r.memory_id for r in ranked})
+    hidden = set(moved) - admit(moved) if admit is not None and moved else set()
+    out: list[Ranked] = []
+    seen: set[str] = set()
+    for item in ranked:
+        target = head[item.memory_id]
+        if target in seen or target in hidden:
+            continue
+        seen.add(target)
+        out.append(item if target == item.memory_id else replace(item, memory_id=target))
+    return out
+
+
+def widened(limit: int, asked: Asked) -> int:
+    """How many fused candidates the steps after fusion start from."""
+    return limit * 2 + 10 if asked.plan is not None or asked.latest else limit
+
+
+def after_fusion(odb: OrchestratorDB, ranked: list[Ranked], rows: Mapping[str, Row],
+                 asked: Asked, admit: Callable[[list[str]], set[str]],
+                 limit: int) -> list[Ranked]:
+    """The plan's window and expansion, then latest heads; the best ``limit``."""
+    if asked.plan is not None:
+        ranked = boost_window(ranked, rows, asked.plan)
+        ranked = expand(odb, ranked, asked.plan, admit)
+    if asked.latest:
+        ranked = to_heads(odb, ranked, asked.as_of, admit)
+    return ranked[:limit]
+
+
+def plan_dump(asked: Asked) -> dict[str, Any] | None:
+    """The bundle's ``plan``: the router's plan and what was asked about time."""
+    if asked.plan is None and asked.as_of is None and not asked.latest:
+        return None
+    out = asked.plan.dump() if asked.plan is not None else {"intent": None}
+    return {**out, "asOf": asked.as_of, "latest": asked.latest}

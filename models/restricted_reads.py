@@ -1,0 +1,31 @@
+"""The audit of a restricted read (issue 16): who read restricted memories, why, which.
+
+``recall(..., view=View(include_restricted=True), purpose=...)`` is the only read that
+returns restricted memories. Each such read writes one ``restricted_read`` event to the
+orchestrator's memory.log (requester, purpose, the restricted memoryIds returned, the
+query's length, never its text or any content), whether or not it found any.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .storage.database import OrchestratorDB
+from .storage.visibility import View
+
+MAX_PURPOSE_CHARS = 500
+
+
+def audit_restricted_read(odb: OrchestratorDB, view: View, nodes: Sequence[Any],
+                          requester: str, purpose: str | None, query: str) -> list[str]:
+    """Write the audit event of a restricted read (``view`` includes restricted memories;
+    nothing otherwise); returns the restricted ids read."""
+    if not view.include_restricted:
+        return []
+    ids = [n.memory.memory_id for n in nodes
+           if getattr(n.memory.sensitivity, "value", n.memory.sensitivity) == "restricted"]
+    odb.log.write("restricted_read", requester=requester,
+                  purpose=str(purpose)[:MAX_PURPOSE_CHARS],
+                  memoryIds=ids, returned=len(nodes), queryChars=len(query))
+    return ids

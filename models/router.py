@@ -1,0 +1,137 @@
+"""The router: what kind of question a query is, and the retrieval plan for it (rules).
+
+Five kinds, tried in this order (the first rule that fires wins):
+
+- ``similar_case``  "have we seen this before?", "a similar problem", "last time we...";
+- ``entity_time``   a date or period in the question ("in May 2023", "last week") or a
+  question about when ("when did...", "how long ago", "what year");
+- ``what_happened`` "what happened", "what did X do", "how did it go";
+- ``profile``       preferences and identity ("what does she like", "my name");
+- ``semantic``      anything else.
+
+A :class:`Plan` says what recall does beyond the hybrid search: the time window of the
+question (its dated phrases resolved against the recall's clock, models/timeexpr.py)
+and how strongly a memory inside it is favoured; how many of the first hits are
+expanded to their neighbours (the memories next to them in the same conversation and
+those their edges reach) and how much of a hit's score a neighbour inherits (more
+for the memory right after a hit that asked a question: most likely its answer). The
+plan is in the bundle
+(``RecallBundle.plan``), so a caller sees why it got what it got.
+
+The weights were chosen on LoCoMo (benchmarks/locomo.py, README "Router") for what
+generalises across conversations, never per question.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import date, datetime
+from enum import StrEnum
+from typing import Any
+
+from .timeexpr import TimeRef, resolve, window
+
+#: Characters of a query the rules look at.
+MAX_ROUTE_CHARS = 500
+
+
+_ANY_DAY = date(2000, 1, 1)
+
+
+class Intent(StrEnum):
+    SIMILAR_CASE = "similar_case"
+    ENTITY_TIME = "entity_time"
+    WHAT_HAPPENED = "what_happened"
+    PROFILE = "profile"
+    SEMANTIC = "semantic"
+
+
+def _rx(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern, re.IGNORECASE)
+
+
+_SIMILAR = _rx(r"\b(similar|same (problem|issue|error|thing)|seen (this|that|it)(?: \w+)? before|"
+               r"happened before|last time (we|i|you)|like (the )?last time|precedent|"
+               r"previous (case|incident|time))\b")
+_WHEN = _rx(r"\b(when|how long (ago|since|before|after)|what (year|month|day|date|time)|"
+            r"which (year|month|day|date)|since when|how many (days|weeks|months|years))\b")
+_HAPPENED = _rx(r"\b(what happened|what did \w+(?: \w+)? do|how did (it|that|the \w+) go|"
+                r"what (has|have) \w+ (done|been doing)|what went|outcome|activities|"
+                r"what (events?|things) did)\b")
+_PROFILE = _rx(r"\b(prefer\w*|favou?rite|likes?|loves?|enjoys?|hates?|dislikes?|hobb(y|ies)|"
+               r"interest(s|ed)|my name|who am i|allerg\w*|personality|values|identity)\b")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What recall does for one query beyond the hybrid search."""
+
+    intent: Intent
+    #: The days the question is about (inclusive), or None.
+    window: tuple[date, date] | None = None
+    window_phrases: tuple[str, ...] = ()
+    #: A memory dated inside the window has its score multiplied by 1 + this.
+    window_boost: float = 0.0
+    #: A question about when: a memory whose content names a date (or a day relative
+    #: to when it was said) has its score multiplied by 1 + this.
+    dated_boost: float = 0.0
+    #: The first hits expanded to their neighbours, and the share of a hit's score a
+    #: neighbour gets (it keeps its own score when that is higher).
+    expand_hits: int = 0
+    expand_share: float = 0.0
+    #: The share of the memory right after a hit that asked a question (its answer).
+    answer_share: float = 0.0
+    #: Neighbours in the same conversation within this many turns of a hit.
+    session_radius: int = 2
+
+    def dump(self) -> dict[str, Any]:
+        return {"intent": self.intent.value,
+                "window": [self.window[0].isoformat(), self.window[1].isoformat()]
+                if self.window else None,
+                "windowPhrases": list(self.window_phrases), "windowBoost": self.window_boost,
+                "datedBoost": self.dated_boost,
+                "expandHits": self.expand_hits, "expandShare": self.expand_share,
+                "answerShare": self.answer_share,
+                "sessionRadius": self.session_radius}
+
+
+def classify(query: str, refs: list[TimeRef] | None = None) -> Intent:
+    """The kind of question ``query`` is (rules; see the module's text)."""
+    head = query[:MAX_ROUTE_CHARS]
+    if refs is None:
+        refs = resolve(head, _ANY_DAY)  # only whether there is one matters here
+    if _SIMILAR.search(head):
+        return Intent.SIMILAR_CASE
+    if refs or _WHEN.search(head):
+        return Intent.ENTITY_TIME
+    if _HAPPENED.search(head):
+        return Intent.WHAT_HAPPENED
+    if _PROFILE.search(head):
+        return Intent.PROFILE
+    return Intent.SEMANTIC
+
+
+#: Per kind: (window boost, dated boost, hits expanded, neighbour share).
+_SHAPES: dict[Intent, tuple[float, float, int, float]] = {
+    Intent.SIMILAR_CASE: (0.0, 0.0, 3, 0.5),
+    Intent.ENTITY_TIME: (0.5, 0.3, 3, 0.5),
+    Intent.WHAT_HAPPENED: (0.3, 0.0, 5, 0.6),
+    Intent.PROFILE: (0.0, 0.0, 3, 0.5),
+    Intent.SEMANTIC: (0.0, 0.0, 3, 0.5),
+}
+
+
+#: The share of a hit's score the memory after it gets when the hit asked a question.
+ANSWER_SHARE = 0.9
+
+
+def plan(query: str, now: datetime) -> Plan:
+    """The retrieval plan for ``query``, its dated phrases resolved against ``now``."""
+    refs = resolve(query[:MAX_ROUTE_CHARS], now)
+    intent = classify(query, refs)
+    boost, dated, hits, share = _SHAPES[intent]
+    span = window(refs)
+    return Plan(intent=intent, window=span, window_phrases=tuple(r.text for r in refs),
+                window_boost=boost if span else 0.0, dated_boost=0.0 if span else dated,
+                expand_hits=hits, expand_share=share, answer_share=ANSWER_SHARE)

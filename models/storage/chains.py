@@ -1,0 +1,53 @@
+"""Updates chains: from a memory to the newest one that updates it (its head).
+
+An ``Updates`` edge goes from the newer memory to the older one it replaces. The head
+of a memory is reached by following those edges backwards (to -> from) until none is
+left; a chain is at most :data:`MAX_CHAIN` steps and a cycle (two edges made by hand
+in both directions) stops at the first memory seen twice. Runs inside the caller's
+``odb.read()``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .database import OrchestratorDB
+
+MAX_CHAIN = 50
+_NEWER = ("SELECT e.to_memory_id, e.from_memory_id FROM memory_edges AS e "
+          "JOIN memories AS m ON m.memory_id = e.from_memory_id "
+          "WHERE e.edge_type = 'Updates' AND e.to_memory_id IN (SELECT value FROM json_each(?)) "
+          "AND m.forgotten = 0 AND m.status != 'retracted' AND m.created_at <= ? "
+          "ORDER BY e.to_memory_id, m.created_at DESC, e.from_memory_id")
+#: Later than any stored time: no bound.
+_UNBOUNDED = "9999"
+
+
+def heads(odb: OrchestratorDB, memory_ids: Sequence[str],
+          as_of: str | None = None) -> dict[str, str]:
+    """memoryId -> the head of its Updates chain (itself when nothing updates it).
+
+    When two memories update the same one, the newer (createdAt) is followed. With
+    ``as_of``, only memories stored by then are followed: the head as it was then.
+    """
+    head = {m: m for m in memory_ids}
+    frontier = set(memory_ids)
+    seen: dict[str, set[str]] = {m: {m} for m in memory_ids}
+    for _ in range(MAX_CHAIN):
+        if not frontier:
+            break
+        newer: dict[str, str] = {}
+        for older, newest in odb.sql(_NEWER, (json.dumps(sorted(frontier)),
+                                              as_of or _UNBOUNDED)):
+            newer.setdefault(older, newest)
+        frontier = set()
+        for start, current in head.items():
+            step = newer.get(current)
+            if step is not None and step not in seen[start]:
+                seen[start].add(step)
+                head[start] = step
+                frontier.add(step)
+    return head

@@ -1,0 +1,77 @@
+"""The time columns of a memory row (schema 4): what an insert writes, what a supersede
+closes, and which columns a read may name.
+
+Writes run inside the caller's write transaction (a writer's file is always current).
+A reader may hold a file no writer has migrated yet (readers never migrate): its reads
+name only the columns that file has (:func:`memory_fields`, :data:`TIME_COLUMNS_SQL`),
+and the time of its memories reads as unknown (None).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from peewee import Field
+
+from ..schema import MemoryInput, format_ts, utc_now
+from ..timeexpr import resolve
+from .tables import MemoryRow
+
+if TYPE_CHECKING:
+    from .database import OrchestratorDB
+
+_TIME_NAMES = frozenset({"valid_from", "valid_to", "time_refs"})
+_HAS_TIME = "SELECT 1 FROM pragma_table_info('memories') WHERE name = 'valid_from'"
+#: The time columns in a SELECT list, for a file that has them and for one that has not.
+TIME_COLUMNS_SQL = "valid_from, valid_to, time_refs"
+NO_TIME_COLUMNS_SQL = "NULL, NULL, NULL"
+
+
+def memory_fields() -> list[Field]:
+    """The fields of ``MemoryRow`` the bound file has (inside a bound block)."""
+    fields = MemoryRow._meta.sorted_fields
+    if MemoryRow._meta.database.execute_sql(_HAS_TIME).fetchone() is not None:
+        return list(fields)
+    return [f for f in fields if f.column_name not in _TIME_NAMES]
+
+
+def has_time(odb: OrchestratorDB) -> bool:
+    """True when ``odb``'s file has the time columns (one small read, no binding).
+
+    The table is asked, not ``meta``: inside a migration's transaction the columns
+    come and go before the version is written."""
+    return bool(odb.sql(_HAS_TIME))
+
+
+def validity_columns(memory: MemoryInput) -> dict[str, Any]:
+    """``valid_from``, ``valid_to`` and ``time_refs`` of a new row.
+
+    validFrom is stored only when given (NULL means "since createdAt"); the dated phrases
+    of the content are resolved against validFrom, else createdAt, else now.
+    """
+    anchor = memory.valid_from or memory.created_at or utc_now()
+    refs = resolve(memory.content, anchor)
+    return {
+        "valid_from": format_ts(memory.valid_from) if memory.valid_from else None,
+        "valid_to": format_ts(memory.valid_to) if memory.valid_to else None,
+        "time_refs": json.dumps([r.dump() for r in refs]) if refs else None,
+    }
+
+
+def _start(row: Any) -> str:
+    return str(row.valid_from or row.created_at)
+
+
+def close_window(older_id: str, newer_id: str | None) -> str | None:
+    """The validTo a supersede gives ``older_id``, or None when it keeps its own.
+
+    The newer memory's start (validFrom, else createdAt), never before the older one's
+    own start; without a newer memory (or when it is unknown), now.
+    """
+    older = MemoryRow.get_or_none(MemoryRow.memory_id == older_id)
+    if older is None or older.valid_to is not None:
+        return None
+    newer = MemoryRow.get_or_none(MemoryRow.memory_id == newer_id) if newer_id else None
+    closed = _start(newer) if newer is not None else format_ts(utc_now())
+    return max(closed, _start(older))

@@ -1,0 +1,98 @@
+"""Which memories a request may see (issue 16): its scope view, tags and sensitivity.
+
+A request that names a session and/or a project sees the global memories plus those
+of its own session and project, never another session's; one that names none sees
+global memories only. Restricted memories are left out unless the request asks for
+them (``include_restricted``, only recall, always with a purpose). ``tags`` keeps the
+memories that carry every one of them.
+
+:meth:`View.sql` is the one definition, as a SQL condition over ``memories`` with its
+parameters; recall, list, the bulletin and context all filter through it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from orchmem.config import MemoryValidationError
+
+from ..governance import MAX_TAGS
+from ..schema import CONTROL_CHARS, MAX_ID_CHARS
+
+
+@dataclass(frozen=True)
+class View:
+    session_id: str | None = None
+    project_id: str | None = None
+    tags: tuple[str, ...] = ()
+    include_restricted: bool = False
+
+    def sql(self, alias: str = "") -> tuple[str, list[Any]]:
+        """``(condition, parameters)`` over ``memories`` (as ``alias`` when given)."""
+        a = f"{alias}." if alias else ""
+        scopes = [f"{a}scope = 'global'"]
+        params: list[Any] = []
+        if self.session_id is not None:
+            scopes.append(f"({a}scope = 'session' AND {a}session_id = ?)")
+            params.append(self.session_id)
+        if self.project_id is not None:
+            scopes.append(f"({a}scope = 'project' AND {a}project_id = ?)")
+            params.append(self.project_id)
+        condition = f"({' OR '.join(scopes)})"
+        if not self.include_restricted:
+            condition += f" AND {a}sensitivity != 'restricted'"
+        for tag in self.tags:
+            condition += f" AND EXISTS (SELECT 1 FROM json_each({a}tags) WHERE value = ?)"
+            params.append(tag)
+        return condition, params
+
+    def sees(self, scope: str, session_id: str | None, project_id: str | None,
+             sensitivity: str, tags: list[str]) -> bool:
+        """:meth:`sql` in Python, for one memory's stored values."""
+        if sensitivity == "restricted" and not self.include_restricted:
+            return False
+        if not all(t in tags for t in self.tags):
+            return False
+        return (scope == "global"
+                or (scope == "session" and session_id is not None
+                    and session_id == self.session_id)
+                or (scope == "project" and project_id is not None
+                    and project_id == self.project_id))
+
+    def key(self) -> str:
+        """A stable text of the view (for caches and logs)."""
+        return json.dumps([self.session_id, self.project_id, list(self.tags),
+                           self.include_restricted])
+
+
+#: What a request that names nothing sees: global, not restricted.
+DEFAULT_VIEW = View()
+
+
+def _name(value: object, where: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value or len(value) > MAX_ID_CHARS \
+            or CONTROL_CHARS.search(value):
+        message = f"{where}: must be 1-{MAX_ID_CHARS} characters of plain text"
+        raise MemoryValidationError(message, [{"path": where, "message": message}])
+    return value
+
+
+def make_view(session_id: object = None, project_id: object = None, tags: object = None,
+              include_restricted: bool = False, purpose: object = None) -> View:
+    """A checked :class:`View`; raises MemoryValidationError naming the bad field
+    (a restricted read without a purpose is one)."""
+    tag_list = list(tags) if isinstance(tags, list | tuple) else ([] if tags is None else None)
+    if tag_list is None or len(tag_list) > MAX_TAGS:
+        message = f"tags: a list of at most {MAX_TAGS} tags"
+        raise MemoryValidationError(message, [{"path": "tags", "message": message}])
+    if include_restricted and not (isinstance(purpose, str) and purpose.strip()):
+        message = "purpose: a restricted read (include_restricted) must state its purpose"
+        raise MemoryValidationError(message, [{"path": "purpose", "message": message}])
+    return View(session_id=_name(session_id, "sessionId"),
+                project_id=_name(project_id, "projectId"),
+                tags=tuple(str(_name(t, f"tags.{i}")) for i, t in enumerate(tag_list)),
+                include_restricted=bool(include_restricted))

@@ -1,0 +1,34 @@
+"""The retention job: forget what ``memory.governance.retention`` says is too old
+(models/retention.py), audited per memory, with its counts in memory.log."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import shared_task
+
+from orchmem.models.retention import apply_retention
+from orchmem.models.schema import utc_now
+from orchmem.models.storage.database import OrchestratorDB
+
+from .base import MemoryTask
+from .forget import erase_elsewhere
+
+RETENTION = "orchmem.retention"
+
+
+@shared_task(base=MemoryTask, bind=True, name=RETENTION, kind="retention", tracked=False)
+def retention(self: MemoryTask, orchestrator_id: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """Apply the retention rules now (``payload["dryRun"]``: only count). Returns
+    ``{"ok", "count", "soft", "hard", "memoryIds", "byRule", "dryRun"}``."""
+
+    def body(odb: OrchestratorDB, key: str) -> dict[str, Any]:
+        dry_run = payload.get("dryRun") is True
+        done = apply_retention(odb, utc_now(), key=key, task=self.name, dry_run=dry_run)
+        if done["hard"] and not dry_run:
+            done["erased"] = erase_elsewhere(self, odb)
+        odb.log.write("retention", count=done["count"], soft=done["soft"], hard=done["hard"],
+                      byRule=done["byRule"], dryRun=dry_run)
+        return {"ok": True, "task": self.name, "orchestratorId": orchestrator_id, **done}
+
+    return self.pipeline(orchestrator_id, payload, body)

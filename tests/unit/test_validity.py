@@ -1,0 +1,82 @@
+"""The as-of test, the as_of check and the time window's favour (pure functions)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, date, datetime, timedelta
+
+import pytest
+
+from orchmem.config import MemoryValidationError
+from orchmem.models.ranking import Modifiers, Ranked
+from orchmem.models.recall_time import boost_window, in_window
+from orchmem.models.router import Intent, Plan
+from orchmem.models.validity import check_as_of, valid_at
+
+NOW = datetime(2024, 6, 1, 12, 0, tzinfo=UTC)
+T = "2024-05-01T00:00:00.000000Z"
+BEFORE, AFTER = "2024-04-01T00:00:00.000000Z", "2024-05-15T00:00:00.000000Z"
+
+
+def at(when: str, **row: str | None) -> bool:
+    fields: dict[str, str | None] = {"status": "active", "created_at": BEFORE,
+                                     "updated_at": BEFORE, "valid_from": None,
+                                     "valid_to": None, **row}
+    return valid_at(when, **fields)  # type: ignore[arg-type]
+
+
+def test_valid_and_known_at() -> None:
+    assert at(T)  # stored before, open window
+    assert not at(T, created_at=AFTER)  # not known yet
+    assert not at(T, created_at=AFTER, valid_from=BEFORE)  # true then, but learnt later
+    assert not at(T, valid_from=AFTER)  # not true yet
+    assert at(T, valid_to=AFTER) and not at(T, valid_to=T) and not at(T, valid_to=BEFORE)
+    assert not at(T, status="retracted")
+    # Superseded before schema 4 (no validTo): the supersede time closes it.
+    assert at(T, status="superseded", updated_at=AFTER)
+    assert not at(T, status="superseded", updated_at=BEFORE)
+
+
+def test_check_as_of() -> None:
+    assert check_as_of(None, NOW) is None
+    assert check_as_of("2024-05-01T00:00:00Z", NOW) == T
+    assert check_as_of(datetime(2024, 5, 1, tzinfo=UTC), NOW) == T
+    assert check_as_of(NOW + timedelta(seconds=2), NOW)  # clock skew is tolerated
+    for bad in ("2024-05-01", "yesterday", NOW + timedelta(hours=1), datetime(2024, 5, 1), 7):
+        with pytest.raises(MemoryValidationError, match="as_of") as caught:
+            check_as_of(bad, NOW)  # type: ignore[arg-type]
+        assert caught.value.errors[0]["path"] == "as_of"
+
+
+def row(created: str, valid_from: str | None = None, refs: list[dict[str, str]] | None = None
+        ) -> tuple[object, ...]:
+    cells: list[object] = [None] * 18
+    cells[13], cells[15] = created, valid_from
+    cells[17] = json.dumps(refs) if refs else None
+    return tuple(cells)
+
+
+def test_in_window() -> None:
+    may = (date(2024, 5, 1), date(2024, 5, 31))
+    assert in_window(row("2024-05-10T10:00:00.000000Z"), may)
+    assert in_window(row("2024-07-01T00:00:00.000000Z", "2024-05-31T23:00:00.000000Z"), may)
+    assert not in_window(row("2024-04-30T23:59:59.000000Z"), may)
+    refs = [{"text": "last week", "from": "2024-04-29", "to": "2024-05-05"}]
+    assert in_window(row("2024-06-09T00:00:00.000000Z", refs=refs), may)  # the phrase overlaps
+
+
+def ranked(memory_id: str, score: float) -> Ranked:
+    return Ranked(memory_id, score, score, None, None, Modifiers(1.0, 1.0, 1.0, 1.0))
+
+
+def test_a_window_favours_what_it_covers_and_a_when_question_what_is_dated() -> None:
+    rows = {"in": row("2024-05-10T00:00:00.000000Z"), "out": row("2024-03-10T00:00:00.000000Z"),
+            "dated": row("2024-03-10T00:00:00.000000Z",
+                          refs=[{"text": "1 May", "from": "2024-05-01", "to": "2024-05-01"}])}
+    items = [ranked("out", 1.0), ranked("dated", 0.9), ranked("in", 0.8)]
+    window = Plan(Intent.ENTITY_TIME, window=(date(2024, 5, 1), date(2024, 5, 31)),
+                  window_boost=0.5)
+    assert [r.memory_id for r in boost_window(items, rows, window)] == ["dated", "in", "out"]
+    when = Plan(Intent.ENTITY_TIME, dated_boost=0.3)
+    assert [r.memory_id for r in boost_window(items, rows, when)] == ["dated", "out", "in"]
+    assert boost_window(items, rows, Plan(Intent.SEMANTIC)) == items

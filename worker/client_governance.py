@@ -1,0 +1,77 @@
+"""The governance calls of :class:`~orchmem.worker.client.MemoryClient` (issue 16):
+forget by policy, patch, invalidate, and a bulletin for one session or project.
+
+A mixin: it uses the client's ``_edit`` (check, record, publish), ``databases`` and
+``orchestrator_id``. Every edit returns a :class:`WriteHandle` at once and never
+raises; what the worker finds is in ``handle.wait()``'s result.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from orchmem.models.bulletin import build
+from orchmem.models.schema import utc_now
+from orchmem.models.storage.visibility import View
+
+from .handles import BulletinResult, WriteHandle
+
+if TYPE_CHECKING:
+    from orchmem.models.storage.database import Databases
+
+
+class GovernanceCalls:
+    orchestrator_id: str
+    databases: Databases
+
+    #: The client's check-record-publish of an edit (MemoryClient._edit).
+    _edit: Callable[[dict[str, Any]], WriteHandle]
+
+    def forget_where(self, memory_ids: Sequence[str] = (), *, before: str | None = None,
+                     session_id: str | None = None, project_id: str | None = None,
+                     conversation_id: str | None = None, workflow_run_id: str | None = None,
+                     source_path: str | None = None, tags: Sequence[str] = (),
+                     hard: bool = False, dry_run: bool = False, reason: str | None = None,
+                     idempotency_key: str | None = None) -> WriteHandle:
+        """Forget every memory the selectors match (all must hold): ``memory_ids``,
+        ``before`` (created before an ISO date or timestamp), a session, a project, a
+        source (conversation, workflow run, ingested file path) and ``tags``; soft
+        (retracted) unless ``hard`` (erased, as :meth:`forget` erases).
+
+        ``handle.wait()`` gives ``{"count": n, "memoryIds": [...], "hard", "dryRun"}``;
+        with ``dry_run`` nothing changes. A forget that matches nothing gives count 0.
+        """
+        return self._edit({
+            "op": "forget_policy", "memoryIds": list(memory_ids), "before": before,
+            "sessionId": session_id, "projectId": project_id,
+            "conversationId": conversation_id, "workflowRunId": workflow_run_id,
+            "sourcePath": source_path, "tags": list(tags), "hard": hard, "dryRun": dry_run,
+            "reason": reason,
+            # each call selects afresh: a repeat must not return the first one's receipt
+            "idempotencyKey": idempotency_key or f"forget-policy-{uuid.uuid4().hex}"})
+
+    def patch(self, memory_id: str, *, reason: str | None = None,
+              **fields: Any) -> WriteHandle:
+        """Change ``importance``, ``confidence``, ``summary``, ``tags``, ``metadata``,
+        ``tier``, ``scope`` (with ``sessionId`` / ``projectId``) or ``sensitivity`` of a
+        memory in place (camelCase or snake_case names); the audit keeps before and
+        after. A change of content is a :meth:`supersede`."""
+        names = {"session_id": "sessionId", "project_id": "projectId"}
+        return self._edit({"op": "patch", "memoryId": memory_id, "reason": reason,
+                           **{names.get(k, k): v for k, v in fields.items()}})
+
+    def invalidate(self, memory_id: str, reason: str) -> WriteHandle:
+        """Mark a memory wrong (retracted, audited as ``invalidate`` with ``reason``)."""
+        return self._edit({"op": "invalidate", "memoryId": memory_id, "reason": reason})
+
+    def scoped_bulletin(self, view: View) -> BulletinResult:
+        """The bulletin of one session and/or project, built here from the database
+        (the worker's snapshot is the global one). Raises OrchmemError."""
+        odb = self.databases.open(self.orchestrator_id, create=False)
+        if odb is None:
+            return BulletinResult(bulletin={}, text="", source="empty",
+                                  warnings=["this orchestrator has no memory yet"])
+        built = build(odb, utc_now(), view)
+        return BulletinResult(bulletin=built.to_dict(), text=built.to_text(), source="live")
