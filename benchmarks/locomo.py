@@ -38,7 +38,7 @@ from typing import Any
 from _harness import emit, temp_root
 
 from orchmem.config import load_settings
-from orchmem.config.settings import RetrievalSettings
+from orchmem.config.memory_settings import RetrievalSettings
 from orchmem.models.embedding import get_embedder
 from orchmem.models.recall import recall
 from orchmem.models.router import Plan

@@ -19,7 +19,8 @@ from .errors import (
 )
 from .ids import ORCHESTRATOR_ID_PATTERN, check_no_case_twin, check_orchestrator_id
 from .loading import load_settings
-from .settings import MemorySettings, Settings
+from .memory_settings import MemorySettings
+from .settings import Settings
 
 __all__ = [
     "ORCHESTRATOR_ID_PATTERN",

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from orchmem.config.settings import BulletinSettings
+from orchmem.config.memory_settings import BulletinSettings
 
 from .bulletin_facts import Conflict, Facts, Item
 from .contradictions import unresolved

@@ -27,7 +27,7 @@ from typing import Annotated, Any, Literal, NoReturn
 from pydantic import Field, field_validator, model_validator
 
 from orchmem.config import MemoryValidationError, ScopeViolation
-from orchmem.config.settings import ExecLogSettings
+from orchmem.config.memory_settings import ExecLogSettings
 
 from .payloads import IdempotencyKey, check_key
 from .schema import (

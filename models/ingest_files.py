@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchmem.config.settings import IngestSettings
+from orchmem.config.memory_settings import IngestSettings
 
 from .ingest_outcomes import CHANGED, FileOutcome, reject
 from .workspace import Workspace, is_within

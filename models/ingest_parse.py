@@ -21,7 +21,7 @@ from pydantic import Field
 
 from orchmem.config import IngestRejected, MemoryValidationError, ScopeViolation
 from orchmem.config.errors import ExtractionBudgetExceeded
-from orchmem.config.settings import IngestSettings
+from orchmem.config.memory_settings import IngestSettings
 
 from .extraction import ExtractionBudget, extract_document
 from .ingest_files import Candidate, read_checked, size_of

@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from orchmem.config.settings import RetrievalSettings
+from orchmem.config.memory_settings import RetrievalSettings
 
 
 @dataclass(frozen=True)

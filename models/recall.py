@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from orchmem.config import EmbeddingError, MemoryValidationError, ScopeViolation
-from orchmem.config.settings import RetrievalSettings
+from orchmem.config.memory_settings import RetrievalSettings
 
 from . import textquery
 from .contradictions import contradicted
@@ -188,20 +188,17 @@ def recall(
     "hybrid" (default), "vector" or "text"; ``params`` overrides the orchestrator's
     retrieval settings; ``now`` is the clock for recency; ``episodes`` adds the most
     similar past episodes; ``view`` what it sees (visibility.py; a restricted read needs
-    a ``purpose``, audited). Projections lagging the log add warnings (watermark.py).
-    ``as_of``: what was valid and known then (models/validity.py); ``latest``: heads of
-    Updates chains; ``route``: the router's plan (models/router.py; a planner of the
-    caller's, as the benchmark's ablations use; None: ``memory.retrieval.router``). The
-    bundle's ``plan`` says all.
+    a ``purpose``, audited); lagging projections add warnings (watermark.py). ``as_of``:
+    what was valid and known then (validity.py); ``latest``: heads of Updates chains;
+    ``route``: the router's plan (router.py, or the caller's planner; None:
+    ``memory.retrieval.router``), shown in the bundle's ``plan``.
 
     Raises ScopeViolation (logged) for another orchestrator's memory, MemoryValidationError
     for a bad type or query, MemoryCorrupt / MemoryDisabled when the database cannot be
     used. When the vector side fails it answers from full text and says so.
     """
     started = time.perf_counter()
-    if not isinstance(query, str):
-        raise MemoryValidationError(f"query must be a string, got {type(query).__name__}")
-    _check_request(databases, orchestrator_id, requester, memory_ids, view, purpose)
+    _check_request(databases, orchestrator_id, query, requester, memory_ids, view, purpose)
     type_values = _check_types(types)
     as_of_text = check_as_of(as_of, clock := now or utc_now())
     odb = databases.open(orchestrator_id, create=False)
@@ -209,9 +206,7 @@ def recall(
     if odb is None:
         return _empty(orchestrator_id, text, mode, started, "this orchestrator has no memory yet")
     params = params or odb.memory.retrieval
-    limit = top_n if top_n is not None else params.top_n
-    if not 1 <= limit <= 1000:
-        raise MemoryValidationError(f"top_n must be in 1..1000, got {limit}")
+    limit = _limit(top_n, params)
     if not text.strip():
         return _empty(orchestrator_id, text, mode, started, "empty query")
     asked = _asked(text, clock, as_of_text, latest, params.router if route is None else route)
@@ -219,13 +214,7 @@ def recall(
                      within=memory_ids, view=view, statuses=asked.statuses(include_inactive),
                      asked=asked)
     warnings: list[str] = []
-    # The model runs before the snapshot opens: no read transaction waits on it.
-    encoded = _embed(odb, text, warnings) if mode in ("hybrid", "vector") else None
-    with odb.read():
-        answer = _answer(odb, search, encoded, clock, warnings)
-        answer["episodes"] = similar_episodes(odb, text) if episodes else []
-        answer["watermark"], lagging = recall_watermark(odb, odb.memory.log.max_projection_lag)
-        warnings += lagging
+    answer = _snapshot_answer(odb, search, clock, warnings, episodes)
     audit_restricted_read(odb, view, answer["nodes"], requester or orchestrator_id, purpose, text)
     return RecallBundle.model_construct(
         orchestrator_id=orchestrator_id, query=text, mode=mode, warnings=warnings,
@@ -233,9 +222,32 @@ def recall(
         took_ms=round((time.perf_counter() - started) * 1000, 3), **answer)
 
 
-def _check_request(databases: Databases, orchestrator_id: str, requester: str | None,
-                   memory_ids: Sequence[str] | None, view: View, purpose: str | None) -> None:
+def _limit(top_n: int | None, params: RetrievalSettings) -> int:
+    limit = top_n if top_n is not None else params.top_n
+    if not 1 <= limit <= 1000:
+        raise MemoryValidationError(f"top_n must be in 1..1000, got {limit}")
+    return limit
+
+
+def _snapshot_answer(odb: OrchestratorDB, search: _Search, clock: datetime,
+                     warnings: list[str], episodes: bool) -> dict[str, Any]:
+    """The query embedded first (no read transaction waits on the model), then one read
+    snapshot for the answer, the similar episodes and the watermark."""
+    encoded = _embed(odb, search.text, warnings) if search.mode in ("hybrid", "vector") else None
+    with odb.read():
+        answer = _answer(odb, search, encoded, clock, warnings)
+        answer["episodes"] = similar_episodes(odb, search.text) if episodes else []
+        answer["watermark"], lagging = recall_watermark(odb, odb.memory.log.max_projection_lag)
+    warnings += lagging
+    return answer
+
+
+def _check_request(databases: Databases, orchestrator_id: str, query: object,
+                   requester: str | None, memory_ids: Sequence[str] | None, view: View,
+                   purpose: str | None) -> None:
     """Fail closed (and log) outside ``orchestrator_id``; a restricted read states why."""
+    if not isinstance(query, str):
+        raise MemoryValidationError(f"query must be a string, got {type(query).__name__}")
     check_scope(databases, orchestrator_id, requester, memory_ids)
     make_view(include_restricted=view.include_restricted, purpose=purpose)
 

@@ -23,14 +23,14 @@ from typing import Any
 from .ranking import Modifiers, Ranked
 from .router import Plan
 from .schema import Status
-from .storage import chains, neighbours
+from .storage import chains, neighbours, recall_reads
 from .storage.database import OrchestratorDB
 from .validity import valid_at
 
 Row = tuple[Any, ...]
 Keep = Callable[[str], bool]
-# Indexes of storage/recall_reads._NODE_COLUMNS.
-_STATUS, _CREATED, _UPDATED, _FROM, _TO, _REFS = 6, 13, 14, 15, 16, 17
+_STATUS, _CREATED, _UPDATED = recall_reads.STATUS, recall_reads.CREATED_AT, recall_reads.UPDATED_AT
+_FROM, _TO, _REFS = recall_reads.VALID_FROM, recall_reads.VALID_TO, recall_reads.TIME_REFS
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ from typing import Literal
 
 import numpy as np
 
-from orchmem.config.settings import WritebackSettings
+from orchmem.config.memory_settings import WritebackSettings
 
 from .extraction import Candidate, subject_of
 from .schema import (

@@ -40,10 +40,10 @@ from pathlib import Path
 from typing import Any
 
 from .atomic import write_atomically
-from .bulletin_facts import Item
 from .schema import format_ts, parse_ts
 from .storage import bulletin_reads, insights
 from .storage.database import OrchestratorDB
+from .storage.visibility import DEFAULT_VIEW
 
 FILE_NAME = "working.md"
 SECTIONS = ("Active goals", "Open todos", "Recent decisions", "Preferences", "Open insights")
@@ -71,11 +71,6 @@ class Projection:
         return "\n".join(parts) + "\n"
 
 
-def shown(item: Item) -> bool:
-    """Whether a memory may enter working.md (the filter point for restricted ones)."""
-    return True
-
-
 def _line(text: str, ids: list[str]) -> str:
     flat = " ".join(text.split())
     return f"- {flat[:200]} [{', '.join(ids)}]"
@@ -84,14 +79,19 @@ def _line(text: str, ids: list[str]) -> str:
 def compose(odb: OrchestratorDB, now: datetime) -> Projection:
     """The projection of ``odb`` at ``now``, read from the database (bounded in size)."""
     limits = odb.memory.bulletin
+    # The default view (storage/visibility.py): global memories, never restricted ones,
+    # and only insights whose memories it all sees (a reason may quote their words).
     facts = bulletin_reads.facts(odb, take=limits.max_items_per_section,
                                  low_confidence=limits.low_confidence, keep=lambda c: True)
     with odb.read():
         found = insights.open_insights(odb, limits.max_items_per_section)
+        seen = bulletin_reads.visible(odb, DEFAULT_VIEW, {m for x in found
+                                                          for m in x["memoryIds"]})
+    found = [x for x in found if set(x["memoryIds"]) <= seen]
     summaries = {i.memory_id: i.summary for i in facts.items}
     sections: dict[str, list[str]] = {}
     for name, memory_type in _TYPES.items():
-        items = [i for i in facts.items if i.type == memory_type and shown(i)]
+        items = [i for i in facts.items if i.type == memory_type]
         order = (lambda i: (i.created_at, i.memory_id)) if memory_type == "Decision" else \
             (lambda i: (i.importance, i.created_at, i.memory_id))
         items.sort(key=order, reverse=True)

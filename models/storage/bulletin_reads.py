@@ -56,8 +56,8 @@ def facts(odb: OrchestratorDB, *, take: int, low_confidence: float,
         for unit in crystal_of(odb, list(rows)):
             rows.pop(unit, None)
         candidates = [c for c in open_conflicts(odb) if keep(c)]
-        visible = _visible(odb, view, {m for c in candidates for m in (c.newer_id, c.older_id)})
-        standing = [c for c in candidates if c.newer_id in visible and c.older_id in visible
+        seen_ids = visible(odb, view, {m for c in candidates for m in (c.newer_id, c.older_id)})
+        standing = [c for c in candidates if c.newer_id in seen_ids and c.older_id in seen_ids
                     ][:take]
         conflicts = _conflicts(odb, standing)
         watermark = odb.sql("SELECT value FROM meta WHERE key = ?", (META_EVENT_WATERMARK,))
@@ -76,8 +76,8 @@ def _conflicts(odb: OrchestratorDB, standing: list[Contradiction]) -> tuple[Conf
     return tuple(Conflict(items[c.newer_id], items[c.older_id]) for c in standing)
 
 
-def _visible(odb: OrchestratorDB, view: View, ids: set[str]) -> set[str]:
-    """Those of ``ids`` that ``view`` sees."""
+def visible(odb: OrchestratorDB, view: View, ids: set[str]) -> set[str]:
+    """Those of ``ids`` that ``view`` sees (inside ``odb.read()``)."""
     if not ids:
         return set()
     seen, seen_params = view.sql()

@@ -41,6 +41,10 @@ _NODE_COLUMNS = ("memory_id, type, importance, content, summary, confidence, sta
                  "captured_by, created_at, updated_at, "
                  # governance (schema 3), read by memories.governance_fields
                  "tier, scope, session_id, project_id, sensitivity, tags, metadata, ")
+#: Positions in a node row (``_NODE_COLUMNS`` then the time columns) that readers
+#: outside this module use (models/recall_time.py): one place to change them.
+STATUS, CREATED_AT, UPDATED_AT, GOVERNANCE = 6, 13, 14, slice(15, 22)
+VALID_FROM, VALID_TO, TIME_REFS = 22, 23, 24
 _IDS = "(SELECT value FROM json_each(?))"
 # The unary + keeps SQLite on the memory_id index: without table statistics it would
 # otherwise scan the status index (measured: 3 ms instead of 0.1 ms at 10k).
@@ -163,5 +167,6 @@ def _node(row: tuple[Any, ...], orchestrator_id: str) -> MemoryNode:
         memory_id=row[0], orchestrator_id=orchestrator_id, type=MemoryType(row[1]),
         importance=row[2], content=row[3], summary=row[4], confidence=row[5],
         status=Status(row[6]), source=_source(row[7:13]), created_at=row[13],
-        updated_at=row[14], **governance_fields(*row[15:22]), valid_from=row[22],
-        valid_to=row[23], time_refs=json.loads(row[24]) if row[24] else None)
+        updated_at=row[UPDATED_AT], **governance_fields(*row[GOVERNANCE]),
+        valid_from=row[VALID_FROM], valid_to=row[VALID_TO],
+        time_refs=json.loads(row[TIME_REFS]) if row[TIME_REFS] else None)

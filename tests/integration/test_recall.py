@@ -9,7 +9,7 @@ import pytest
 from orchmem_testing import make_settings
 
 from orchmem.config import MemoryValidationError, ScopeViolation
-from orchmem.config.settings import RetrievalSettings
+from orchmem.config.memory_settings import RetrievalSettings
 from orchmem.models.edits import Forget, apply_edit
 from orchmem.models.embedding import Embedder
 from orchmem.models.memlog import read_log

@@ -271,3 +271,26 @@ def test_an_export_leaves_crystals_out_and_the_import_compiles_them_again(
     import_folder(target, tmp_path / "export", embedder=embedder, batch_size=64)
     assert reflect(other)["crystalsBuilt"] == 1
     assert target.sql("SELECT count(*) FROM crystals") == [(1,)]
+
+
+def test_working_md_holds_only_what_a_request_naming_nothing_may_see(
+        client: MemoryClient) -> None:
+    """Restricted memories, another session's and a conflict about a restricted one
+    never reach working.md (it is read without a session, like the default bulletin)."""
+    secret = memory("I live in the safehouse on Rua Augusta", "Identity",
+                    at="2026-01-01T00:00:00Z") | {"sensitivity": "restricted"}
+    public = memory("I live in Porto", "Identity", at="2026-02-01T00:00:00Z")
+    session_goal = memory("Finish the Vigo negotiation draft", "Goal") | {
+        "scope": "session", "sessionId": "call-7"}
+    global_goal = memory("Ship the billing export by Friday", "Goal")
+    ids = write(client, secret, public, session_goal, global_goal)
+    assert client.link(ids[1], ids[0], "Contradicts", reason="two homes").wait(30)["ok"]
+    odb = client.databases.open(client.orchestrator_id)
+    assert odb is not None
+    with odb.read():  # a conflict insight naming the restricted memory
+        assert any(set(i["memoryIds"]) == {ids[0], ids[1]} for i in open_insights(odb, 10))
+    reflect(client)
+    text = client.working_memory() or ""
+    assert "Ship the billing export" in text and ids[3] in text
+    for hidden in ("safehouse", "Rua Augusta", "Vigo", ids[0], ids[2]):
+        assert hidden not in text, hidden

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from datetime import UTC, datetime, timedelta
 
-from orchmem.config.settings import BulletinSettings
+from orchmem.config.memory_settings import BulletinSettings
 from orchmem.models.bulletin import SECTIONS, Bulletin, Conflict, Facts, Item, compose
 from orchmem.models.schema import format_ts
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from orchmem.config import MemoryValidationError, ScopeViolation
-from orchmem.config.settings import ExecLogSettings
+from orchmem.config.memory_settings import ExecLogSettings
 from orchmem.models.episodes import first_sentence, summarize
 from orchmem.models.execlog import (
     check_log_request,

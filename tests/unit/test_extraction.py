@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from orchmem_testing import finishes_within
 
 from orchmem.config import ExtractionBudgetExceeded, MemoryValidationError
-from orchmem.config.settings import IngestSettings
+from orchmem.config.memory_settings import IngestSettings
 from orchmem.models.extraction import (
     MAX_SENTENCE_CHARS,
     RUN_OVERHEAD_CHARS,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from orchmem.config import IngestRejected
-from orchmem.config.settings import IngestSettings
+from orchmem.config.memory_settings import IngestSettings
 from orchmem.models.ingest_moves import move_to_processed, move_to_rejected
 from orchmem.models.ingest_parse import MAX_JSON_DEPTH, decode, parse
 from orchmem.models.workspace import Workspace

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from orchmem.config.settings import RetrievalSettings
+from orchmem.config.memory_settings import RetrievalSettings
 from orchmem.models.ranking import (
     Features,
     confidence_factor,

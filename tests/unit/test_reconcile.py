@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import numpy as np
 
-from orchmem.config.settings import WritebackSettings
+from orchmem.config.memory_settings import WritebackSettings
 from orchmem.models.reconcile import Proposed, decide, link, related
 from orchmem.models.schema import (
     CapturedBy,

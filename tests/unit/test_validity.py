@@ -11,6 +11,7 @@ from orchmem.config import MemoryValidationError
 from orchmem.models.ranking import Modifiers, Ranked
 from orchmem.models.recall_time import boost_window, in_window
 from orchmem.models.router import Intent, Plan
+from orchmem.models.storage import recall_reads
 from orchmem.models.validity import check_as_of, valid_at
 
 NOW = datetime(2024, 6, 1, 12, 0, tzinfo=UTC)
@@ -50,9 +51,9 @@ def test_check_as_of() -> None:
 
 def row(created: str, valid_from: str | None = None, refs: list[dict[str, str]] | None = None
         ) -> tuple[object, ...]:
-    cells: list[object] = [None] * 18
-    cells[13], cells[15] = created, valid_from
-    cells[17] = json.dumps(refs) if refs else None
+    cells: list[object] = [None] * (recall_reads.TIME_REFS + 1)
+    cells[recall_reads.CREATED_AT], cells[recall_reads.VALID_FROM] = created, valid_from
+    cells[recall_reads.TIME_REFS] = json.dumps(refs) if refs else None
     return tuple(cells)
 
 
