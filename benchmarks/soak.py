@@ -56,10 +56,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--minutes", type=float, default=10.0)
     parser.add_argument("--orchestrators", type=int, default=10)
+    parser.add_argument("--batch-max", type=int, default=64,
+                        help="worker.batch_max of the shard workers (1 = batching off)")
     parser.add_argument("--root", help="keep the data here (default: a temp folder)")
     args = parser.parse_args()
     with temp_root(args.root) as root, redis_server(root / "redis") as url:
-        settings = settings_for(root, url, shards=2, memory={"ingest": {"min_file_age_s": 0}})
+        settings = settings_for(root, url, shards=2, memory={"ingest": {"min_file_age_s": 0}},
+                                worker={"batch_max": args.batch_max})
         app = create_app(settings)
         latencies: dict[str, list[float]] = {"write_back": [], "bulletin": [], "recall": [],
                                              "ingest_drop": []}
@@ -141,7 +144,7 @@ def main() -> None:
             duplicated += len(contents) - len(set(contents))
         ops = {name: {"count": len(v), "per_s": round(len(v) / elapsed, 1), **percentiles(v)}
                for name, v in latencies.items()}
-        emit({"benchmark": "soak", "minutes": args.minutes,
+        emit({"benchmark": "soak", "minutes": args.minutes, "batch_max": args.batch_max,
               "orchestrators": args.orchestrators, "seconds": round(elapsed, 1),
               "operations_ms": ops,
               "worker_rss_mb": {"start": rss_start, "end": rss_end,

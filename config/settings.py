@@ -85,6 +85,10 @@ class WorkerSettings(Section):
     #: queue depths. Several workers on one host need different ports (``--metrics-port``).
     metrics_port: int = Field(0, ge=0, le=65_535)
     metrics_address: str = "127.0.0.1"
+    #: Waiting write-backs applied as one batch, at most this many (1 = off; README).
+    batch_max: int = Field(64, ge=1, le=1000)
+    #: After a kill, redelivered messages wait this long to be put back in order.
+    redelivery_wait_ms: int = Field(200, ge=0, le=10_000)
 
 
 class BeatSettings(Section):

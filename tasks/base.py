@@ -6,7 +6,9 @@ A task declares, as options of its decorator
 - ``kind``: the short name its idempotency keys are derived under;
 - ``tracked``: whether it keeps a receipt (every write does; a read-only task such as
   the bulletin does not: running it twice changes nothing);
-- ``storage_retries``: how often a transient storage error is retried.
+- ``storage_retries``: how often a transient storage error is retried;
+- ``batchable``: a record-writing task whose waiting deliveries a shard worker may
+  apply together, in one transaction with all their receipts (:mod:`.batch`).
 
 Its body runs under :func:`orchmem.tasks.pipeline.run` (``self.pipeline(...)``), which
 does the scope check, the database, the receipt, dead letters, retries and logs.
@@ -53,6 +55,9 @@ class MemoryTask(Task):
     tracked = True
     #: Retries of a transient storage error (locked, full, read-only), with backoff.
     storage_retries = 5
+    #: Deliveries waiting together may be applied as one batch (:mod:`.batch`): the
+    #: body must be a tracked write whose effects are all in the orchestrator's file.
+    batchable = False
 
     @property
     def settings(self) -> Settings:

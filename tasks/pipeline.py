@@ -144,7 +144,8 @@ def _call(current: TaskRun, body: Body) -> dict[str, Any]:
 def with_receipt(current: TaskRun, body: Body) -> dict[str, Any]:
     odb, key, task = current.odb, current.key, current.task
     assert odb is not None
-    delivery = receipts.begin(odb, key, task.name)
+    # A batch counted this delivery already, in one commit for all its tasks (batch.py).
+    delivery = receipts.begin(odb, key, task.name, count=not in_batch(task, "orchmemCounted"))
     if delivery.finished and delivery.result is not None:
         current.outcome = "duplicate"
         current.log("duplicate_delivery_skipped", key=key, deliveries=delivery.deliveries)
@@ -187,17 +188,12 @@ def retry_policy(current: TaskRun) -> Iterator[None]:
         _release(current)
         raise
     except StorageError as exc:
-        # Transient (locked, disk full, read-only): not a crash, so the delivery is not
-        # counted toward dead-lettering; retried with backoff.
-        current.outcome = "retry"
-        _release(current)
-        current.log("task_retry", error=exc.code, message=str(exc)[:500])
-        # Reopen next time: SQLite keeps a file it opened read-only that way, even once
-        # the folder is writable again.
-        if isinstance(current.orchestrator_id, str):
-            task.databases.evict(current.orchestrator_id)
-        raise task.retry(exc=exc, countdown=min(60, 2 ** task.request.retries),
-                         max_retries=task.storage_retries) from exc
+        if in_batch(task, "orchmemBatch"):
+            # Inside a batch's transaction: the batch is rolled back and its tasks run
+            # one by one, where this error is retried as below (batch.py).
+            current.outcome = "batch_rolled_back"
+            raise
+        raise _retry_storage(current, exc) from exc
     except OrchmemError as exc:
         if current.outcome == "error":
             current.outcome = exc.code
@@ -206,6 +202,27 @@ def retry_policy(current: TaskRun) -> Iterator[None]:
         elif not isinstance(exc, ScopeViolation):
             logger.warning("task %s refused: %s", task.name, exc)
         raise
+
+
+def in_batch(task: MemoryTask, flag: str) -> bool:
+    """Whether this delivery runs inside a batch (``orchmemBatch``: in the batch's
+    transaction; ``orchmemCounted``: its delivery was counted by the batch)."""
+    return bool(task.request.get(flag))
+
+
+def _retry_storage(current: TaskRun, exc: StorageError) -> Retry:
+    """Transient (locked, disk full, read-only): not a crash, so the delivery is not
+    counted toward dead-lettering; retried with backoff."""
+    task = current.task
+    current.outcome = "retry"
+    _release(current)
+    current.log("task_retry", error=exc.code, message=str(exc)[:500])
+    # Reopen next time: SQLite keeps a file it opened read-only that way, even once
+    # the folder is writable again.
+    if isinstance(current.orchestrator_id, str):
+        task.databases.evict(current.orchestrator_id)
+    return task.retry(exc=exc, countdown=min(60, 2 ** task.request.retries),
+                      max_retries=task.storage_retries)
 
 
 def _release(current: TaskRun) -> None:

@@ -19,6 +19,7 @@ key fixed and written into the payload, the time of the request recorded. Then:
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -130,9 +131,12 @@ def send(app: Celery, task: str, kwargs: dict[str, Any], *, task_id: str | None 
 
 def _route_headers(app: Celery) -> dict[str, Any]:
     """The shard count the message is routed under: a worker that finds it on the wrong
-    queue after ``shards`` changed forwards it instead of refusing it."""
+    queue after ``shards`` changed forwards it instead of refusing it. And when it was
+    sent (ns): a worker puts messages the broker gave back after a crash (in reverse)
+    in this order again."""
     settings = getattr(app, "settings", None)
-    return {} if settings is None else {"orchmemShards": settings.shards}
+    sent = {"orchmemSentAt": time.time_ns()}
+    return sent if settings is None else {"orchmemShards": settings.shards, **sent}
 
 
 def send_envelope(app: Celery, env: Envelope, *, expires_s: float | None = None) -> AsyncResult:

@@ -9,6 +9,7 @@ from typing import Any
 from celery import shared_task
 
 from orchmem.config import EmbeddingError
+from orchmem.models import batch_vectors
 from orchmem.models.embedding import get_embedder
 from orchmem.models.extraction import load_extractor
 from orchmem.models.payloads import check_writeback
@@ -24,7 +25,7 @@ logger = logging.getLogger(__name__)
 WRITEBACK = "orchmem.writeback"
 
 
-@shared_task(base=MemoryTask, bind=True, name=WRITEBACK, kind="wb")
+@shared_task(base=MemoryTask, bind=True, name=WRITEBACK, kind="wb", batchable=True)
 def writeback(self: MemoryTask, orchestrator_id: str, payload: dict[str, Any]) -> dict[str, Any]:
     """Validate ``payload`` (a WritebackRequest), extract, embed, reconcile, store.
 
@@ -72,7 +73,7 @@ def embed_proposals(task: MemoryTask, odb: OrchestratorDB,
         return items, None
     try:
         embedder = get_embedder(task.settings.embedding)
-        matrix = embedder.encode([p.memory.content for p in items])
+        matrix = batch_vectors.encode(embedder, [p.memory.content for p in items])
     except EmbeddingError as exc:
         logger.warning("embedding failed for %s: %s", odb.orchestrator_id, exc)
         odb.log.write("embedding_failed", count=len(items), message=str(exc)[:500])

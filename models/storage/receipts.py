@@ -57,20 +57,54 @@ class Delivery:
         return self.status in FINAL
 
 
-def begin(odb: OrchestratorDB, key: str, task: str) -> Delivery:
-    """Count one more delivery of ``key`` (committed at once, so crashes are counted too)."""
+def begin(odb: OrchestratorDB, key: str, task: str, *, count: bool = True) -> Delivery:
+    """Count one more delivery of ``key`` (committed at once, so crashes are counted too).
+
+    ``count=False``: this delivery was counted already (by :func:`begin_batch`); only
+    read the receipt (creating it if it is missing)."""
     now = format_ts(utc_now())
     with odb.write():
         row = TaskReceiptRow.get_or_none(TaskReceiptRow.key == key)
         if row is None:
             row = TaskReceiptRow.create(key=key, task=task, status=STARTED,
                                         deliveries=1, first_seen_at=now, updated_at=now)
-        elif row.status not in FINAL:
+        elif count and row.status not in FINAL:
             row.deliveries += 1
             row.updated_at = now
             row.save()
         result = json.loads(row.result) if row.result else None
         return Delivery(key=key, deliveries=row.deliveries, status=row.status, result=result)
+
+
+#: What :func:`begin_batch` found for a key: none (it created it), a final receipt
+#: (the task ran before: it will answer as a duplicate), or a delivery that did not
+#: finish (a crashed batch) or the same key earlier in the batch.
+FRESH, FOUND_FINAL, AGAIN = "fresh", "final", "again"
+
+
+def begin_batch(odb: OrchestratorDB, keys: Sequence[tuple[str, str]]) -> list[str]:
+    """Count the first delivery of each ``(key, task)`` in one commit, for a batch.
+
+    Returns, in input order, :data:`FRESH` (this call created its receipt),
+    :data:`FOUND_FINAL` or :data:`AGAIN` (left as it is: the batch runs that task on
+    its own, counted then).
+    """
+    now = format_ts(utc_now())
+    found: list[str] = []
+    seen: set[str] = set()
+    with odb.write():
+        for key, task in keys:
+            row = None if key in seen else TaskReceiptRow.get_or_none(TaskReceiptRow.key == key)
+            if key in seen or (row is not None and row.status not in FINAL):
+                found.append(AGAIN)
+            elif row is not None:
+                found.append(FOUND_FINAL)
+            else:
+                TaskReceiptRow.create(key=key, task=task, status=STARTED, deliveries=1,
+                                      first_seen_at=now, updated_at=now)
+                found.append(FRESH)
+            seen.add(key)
+    return found
 
 
 def release(odb: OrchestratorDB, key: str) -> None:

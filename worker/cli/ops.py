@@ -20,6 +20,7 @@ from orchmem.models.storage.deadletters import dead_letters
 from orchmem.models.storage.degraded import degraded_info
 from orchmem.tasks.maintenance import DEADLETTER_RETRY, REEMBED
 
+from .. import batching
 from ..app import OrchmemCelery, connect_worker_signals, create_app
 from ..broker import EmbeddedRedis, wait_for_broker
 from ..drain import drain
@@ -131,6 +132,7 @@ def worker(cli: Cli, shards: tuple[int, ...], loglevel: str | None, logfile: str
     chosen = _shards(cli, shards)
     app = _app(cli, wait_broker)
     connect_worker_signals(app, chosen)
+    batching.install(app)
     port = settings.worker.metrics_port if metrics_port is None else metrics_port
     if port:
         start_metrics(settings, app, f"worker-{'-'.join(map(str, chosen))}", port,

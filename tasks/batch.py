@@ -1,0 +1,233 @@
+"""Several waiting deliveries of one batchable task, applied together (in a pool child).
+
+A shard worker hands the deliveries of a task declared ``batchable`` that are waiting
+together (``orchmem.worker.batching``) to :func:`apply_batch`. Per orchestrator, in
+publish order:
+
+1. each delivery that can go into a batch (its payload has a key, it is on its
+   orchestrator's queue, within the size limit) has its receipt created in ONE commit
+   (:func:`receipts.begin_batch`), so a batch that crashes its worker is counted;
+2. every text of those payloads is embedded in one model call (:mod:`batch_vectors`);
+3. the tasks run one after another, each through the whole :mod:`.pipeline`, inside
+   ONE write transaction: each task's writes and receipt are a savepoint of it (a task
+   that fails rolls back alone: a validation error is recorded as that task's
+   rejection), and the one commit holds every task's receipt. A kill -9 before that
+   commit leaves none of it; after it, all of it.
+
+A delivery that cannot join a batch, or one delivered before without finishing (its
+receipt exists: the previous batch crashed), runs on its own as without batching; so
+does every task of a batch whose transaction fails (a storage error, a full disk):
+after the rollback, each runs and is retried on its own. Each task's outcome is its
+own: :class:`Outcome` per delivery, in input order.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from celery import signals
+from celery.exceptions import Ignore, Retry
+
+from orchmem.config import EmbeddingError, OrchmemError, StorageError, check_orchestrator_id
+from orchmem.models import batch_vectors
+from orchmem.models.embedding import get_embedder
+from orchmem.models.payloads import key_of
+from orchmem.models.storage import receipts
+from orchmem.models.storage.database import OrchestratorDB
+
+from .pipeline import check_size
+
+if TYPE_CHECKING:
+    from .base import MemoryTask
+
+logger = logging.getLogger(__name__)
+
+SUCCESS, FAILURE, RETRY, IGNORED = "SUCCESS", "FAILURE", "RETRY", "IGNORED"
+#: Internal: the batch's transaction must be rolled back (then each task runs alone).
+_ROLLBACK = "ROLLBACK"
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """One delivery handed to a batch: its task id, kwargs and Celery request dict."""
+
+    id: str
+    kwargs: dict[str, Any]
+    request: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one delivery ended in: its result (SUCCESS), exception (FAILURE, RETRY)."""
+
+    state: str
+    value: Any = None
+
+
+class _RolledBack(Exception):
+    """Raised inside a batch's transaction to roll all of it back."""
+
+
+def apply_batch(task: MemoryTask, waiting: Sequence[Waiting]) -> list[Outcome]:
+    """Apply ``waiting`` (one task's deliveries, in publish order); one outcome each."""
+    outcomes: list[Outcome | None] = [None] * len(waiting)
+    groups: dict[Any, list[int]] = {}
+    for position, item in enumerate(waiting):
+        groups.setdefault(_orchestrator(item), []).append(position)
+    for orchestrator_id, positions in groups.items():
+        items = [waiting[p] for p in positions]
+        for position, outcome in zip(positions, _apply_group(task, orchestrator_id, items),
+                                     strict=True):
+            outcomes[position] = outcome
+    return [o for o in outcomes if o is not None]
+
+
+def _orchestrator(item: Waiting) -> str | None:
+    value = item.kwargs.get("orchestrator_id")
+    return value if isinstance(value, str) else None
+
+
+def _apply_group(task: MemoryTask, orchestrator_id: str | None,
+                 items: list[Waiting]) -> list[Outcome]:
+    if orchestrator_id is None or len(items) == 1:
+        return [run_one(task, item) for item in items]
+    try:
+        check_orchestrator_id(orchestrator_id)
+        odb = task.open_db(orchestrator_id)
+    except OrchmemError:
+        return [run_one(task, item) for item in items]  # each reports it
+    outcomes: list[Outcome] = []
+    for batch, alone in _runs(task, orchestrator_id, items):
+        if alone is not None:
+            outcomes.append(run_one(task, alone))
+        else:
+            outcomes += _apply_run(task, odb, batch)
+    return outcomes
+
+
+def _runs(task: MemoryTask, orchestrator_id: str,
+          items: list[Waiting]) -> Iterator[tuple[list[tuple[str, Waiting]], Waiting | None]]:
+    """Consecutive deliveries that can join a batch, with their keys; or one that
+    cannot (bad payload, misrouted: it fails or is forwarded on its own)."""
+    run: list[tuple[str, Waiting]] = []
+    for item in items:
+        key = _batch_key(task, orchestrator_id, item)
+        if key is not None:
+            run.append((key, item))
+            continue
+        if run:
+            yield run, None
+            run = []
+        yield [], item
+    if run:
+        yield run, None
+
+
+def _batch_key(task: MemoryTask, orchestrator_id: str, item: Waiting) -> str | None:
+    payload = item.kwargs.get("payload")
+    task.push_request(**item.request)
+    try:
+        if set(item.kwargs) != {"orchestrator_id", "payload"} or \
+                task.misrouted(orchestrator_id) is not None:
+            return None
+        check_size(payload)
+        return key_of(orchestrator_id, task.kind, payload)
+    except OrchmemError:
+        return None
+    finally:
+        task.pop_request()
+
+
+def _apply_run(task: MemoryTask, odb: OrchestratorDB,
+               run: list[tuple[str, Waiting]]) -> list[Outcome]:
+    found = receipts.begin_batch(odb, [(key, task.name) for key, _ in run])
+    items = [item for _, item in run]
+    if len(items) == 1 or receipts.AGAIN in found:
+        # Delivered before without finishing (a crashed batch) or twice in this one:
+        # one by one, so a task that crashes the worker is counted and dead-lettered
+        # alone; those this call counted are not counted again.
+        return [run_one(task, item, counted=state == receipts.FRESH)
+                for item, state in zip(items, found, strict=True)]
+    odb.log.write("batch", task=task.name, size=len(items),
+                  keys=[key for (key, _), state in zip(run, found, strict=True)
+                        if state == receipts.FRESH])
+    with _vectors_ahead(task, items):
+        try:
+            return _in_one_transaction(task, odb, items)
+        except (_RolledBack, OrchmemError) as exc:
+            # Nothing of the batch is committed: its cached index may hold rows that
+            # were rolled back, so the handle is reopened.
+            logger.warning("batch of %d %s for %s rolled back (%s); running them one by one",
+                           len(items), task.name, odb.orchestrator_id, exc)
+            task.databases.evict(odb.orchestrator_id)
+            return [run_one(task, item, counted=True) for item in items]
+
+
+def _in_one_transaction(task: MemoryTask, odb: OrchestratorDB,
+                        items: list[Waiting]) -> list[Outcome]:
+    outcomes: list[Outcome] = []
+    with odb.write():
+        for item in items:
+            outcome = run_one(task, item, counted=True, batch=True)
+            if outcome.state == _ROLLBACK:
+                raise _RolledBack(str(outcome.value))
+            outcomes.append(outcome)
+    return outcomes
+
+
+@contextmanager
+def _vectors_ahead(task: MemoryTask, items: list[Waiting]) -> Iterator[None]:
+    """:func:`batch_vectors.ahead` for the texts of ``items``' payloads, when the model
+    loads; otherwise nothing ahead (each task embeds, or fails, on its own)."""
+    try:
+        embedder = get_embedder(task.settings.embedding)
+    except EmbeddingError:
+        yield
+        return
+    texts = [text for item in items for text in texts_of(item.kwargs.get("payload"))]
+    with batch_vectors.ahead(embedder, texts):
+        yield
+
+
+def texts_of(payload: Any) -> list[str]:
+    """The texts a record-writing payload names outright: ``memories[].content``."""
+    memories = payload.get("memories") if isinstance(payload, dict) else None
+    if not isinstance(memories, list):
+        return []
+    return [m["content"] for m in memories
+            if isinstance(m, dict) and isinstance(m.get("content"), str) and m["content"].strip()]
+
+
+def run_one(task: MemoryTask, item: Waiting, *, counted: bool = False,
+            batch: bool = False) -> Outcome:
+    """Run one delivery through the task's own body and pipeline, under its request.
+
+    ``counted``: its receipt was created by :func:`receipts.begin_batch`; ``batch``:
+    inside the batch's transaction (a storage error then rolls the batch back)."""
+    task.push_request(**{**item.request, "id": item.id, "args": [], "kwargs": item.kwargs,
+                         "called_directly": False, "orchmemCounted": counted,
+                         "orchmemBatch": batch})
+    # The signals Celery's own tracer sends around a task (metrics count on them).
+    signals.task_prerun.send(sender=task, task_id=item.id, task=task, args=(),
+                             kwargs=item.kwargs)
+    outcome = Outcome(FAILURE)
+    try:
+        outcome = Outcome(SUCCESS, task.run(**item.kwargs))
+    except Retry as exc:
+        outcome = Outcome(_ROLLBACK if batch else RETRY, exc)
+    except StorageError as exc:
+        outcome = Outcome(_ROLLBACK if batch else FAILURE, exc)
+    except Ignore:
+        outcome = Outcome(IGNORED)
+    except Exception as exc:  # the task's own failure, reported as its result
+        outcome = Outcome(FAILURE, exc)
+    finally:
+        task.pop_request()
+        signals.task_postrun.send(sender=task, task_id=item.id, task=task, args=(),
+                                  kwargs=item.kwargs, retval=outcome.value,
+                                  state=outcome.state)
+    return outcome

@@ -1,0 +1,102 @@
+"""A batch of write-backs applied together (``tasks.batch.apply_batch``, what a batching
+shard worker runs in its pool child), in this process against real SQLite and the real
+model: one embedding call and one commit for the batch, and each task's outcome exactly
+as when it runs alone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from orchmem_testing import distinct_texts, make_settings, unique_id
+
+from orchmem.config import MemoryValidationError
+from orchmem.models.embedding import Embedder
+from orchmem.models.memlog import read_log
+from orchmem.models.storage import receipts
+from orchmem.tasks.batch import FAILURE, SUCCESS, Waiting, apply_batch, run_one
+from orchmem.tasks.publish import envelope
+from orchmem.tasks.writeback import WRITEBACK
+from orchmem.worker.app import create_immediate_app
+
+MANUAL = {"sourceType": "manual", "capturedBy": "user"}
+
+
+def waiting(orch: str, payload: dict[str, Any]) -> Waiting:
+    env = envelope(orch, WRITEBACK, "wb", payload)
+    return Waiting(id=env.task_id, kwargs=env.kwargs, request={"delivery_info": {}})
+
+
+def facts(orch: str, texts: list[str]) -> list[Waiting]:
+    return [waiting(orch, {"memories": [{"type": "Fact", "content": t, "source": MANUAL}],
+                           "idempotencyKey": f"k-{i}"}) for i, t in enumerate(texts)]
+
+
+@pytest.fixture
+def app(tmp_path: Path, embedder: Embedder) -> Any:
+    return create_immediate_app(make_settings(tmp_path / "root", "redis://127.0.0.1:1/0"))
+
+
+def test_a_batch_embeds_once_commits_once_and_each_task_gets_its_own_result(
+        app: Any, embedder: Embedder, monkeypatch: pytest.MonkeyPatch) -> None:
+    task = app.tasks[WRITEBACK]
+    orch = unique_id("batch")
+    texts = distinct_texts(12, seed=41)
+    items = facts(orch, texts)
+    # One invalid task in the middle: it fails alone, the others are written.
+    items.insert(5, waiting(orch, {"memories": [{"type": "Fact", "content": "",
+                                                 "source": MANUAL}],
+                                   "idempotencyKey": "k-bad"}))
+    calls: list[int] = []
+    encode = embedder.encode
+
+    def counted(batch: Any) -> Any:
+        calls.append(len(batch))
+        return encode(batch)
+
+    monkeypatch.setattr(embedder, "encode", counted)
+    outcomes = apply_batch(task, items)
+    assert [o.state for o in outcomes] == [SUCCESS] * 5 + [FAILURE] + [SUCCESS] * 7
+    assert isinstance(outcomes[5].value, MemoryValidationError)
+    assert calls == [12], "one model call for every text of the batch"
+    odb = app.databases.open(orch)
+    assert receipts.status(odb, "k-bad") == receipts.REJECTED
+    for outcome in outcomes[:5] + outcomes[6:]:
+        assert outcome.value["ok"] and len(outcome.value["created"]) == 1
+        assert receipts.status(odb, outcome.value["idempotencyKey"]) == receipts.DONE
+    with odb.read():
+        rows = odb.sql("SELECT content FROM memories ORDER BY id")
+        deliveries = odb.sql("SELECT DISTINCT deliveries FROM task_receipts")
+    assert [r[0] for r in rows] == texts, "publish order"
+    assert deliveries == [(1,)], "each delivery counted once"
+    logged = [r for r in read_log(odb.workspace.log_path) if r["event"] == "batch"]
+    assert [r["size"] for r in logged] == [13], "one batch, the invalid task in it"
+
+
+def test_a_batch_gives_the_same_results_as_one_by_one_and_a_replay_writes_nothing(
+        app: Any) -> None:
+    task = app.tasks[WRITEBACK]
+    texts = distinct_texts(8, seed=43)
+    # The same statement twice: the second reinforces the first, in both ways.
+    texts[6] = texts[2]
+    batched, alone = unique_id("batched"), unique_id("alone")
+    together = apply_batch(task, facts(batched, texts))
+    one_by_one = [run_one(task, item) for item in facts(alone, texts)]
+    shape = [{k: (len(v) if isinstance(v, list) else v) for k, v in o.value.items()
+              if k not in ("orchestratorId", "memoryIds", "created", "reinforced",
+                           "unchanged")} | {"created": len(o.value["created"]),
+                                            "reinforced": len(o.value["reinforced"])}
+             for o in together]
+    assert shape == [{k: (len(v) if isinstance(v, list) else v) for k, v in o.value.items()
+                      if k not in ("orchestratorId", "memoryIds", "created", "reinforced",
+                                   "unchanged")} | {"created": len(o.value["created"]),
+                                                    "reinforced": len(o.value["reinforced"])}
+                     for o in one_by_one]
+    assert together[6].value["reinforced"] == together[2].value["created"]
+    again = apply_batch(task, facts(batched, texts))
+    assert all(o.value["duplicate"] for o in again)
+    assert [o.value["memoryIds"] for o in again] == [o.value["memoryIds"] for o in together]
+    odb = app.databases.open(batched)
+    with odb.read():
+        assert odb.sql("SELECT count(*) FROM memories") == [(7,)]

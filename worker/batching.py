@@ -1,0 +1,303 @@
+"""The batching shard worker: deliveries waiting together are applied together.
+
+A consumer bootstep (:class:`BatchingStep`) puts a :class:`Gate` between Celery's
+task strategies and the pool. Every delivery the worker receives (it prefetches up to
+``worker.batch_max``) waits in the gate, in arrival order; the gate hands the pool
+one job at a time:
+
+- deliveries from a control queue first (a backlog of write-backs never delays a
+  control task by more than the job running now);
+- otherwise the oldest delivery, and with it every consecutive delivery of the same
+  ``batchable`` task that is waiting (at most ``batch_max``): one pool job
+  (:func:`run_batch` -> :func:`orchmem.tasks.batch.apply_batch`) that stores each
+  task's own result, then the gate acknowledges each message, after the commit;
+- any other task alone, through Celery's own request (results, events, acks as
+  always).
+
+No waiting for more: the batch is what arrived while the previous job ran, so a quiet
+queue sees no added latency and a busy one gets large batches.
+
+Order after a crash: while one job runs nothing else is in the pool, so when its child
+is killed the gate runs the same job again (its messages were never acknowledged;
+receipts make each task apply once) before anything that arrived after it. When the
+whole worker is killed, the broker restores its unacknowledged messages in reverse;
+a redelivered message waits ``redelivery_wait_ms`` for the others, and the gate puts
+redelivered messages back in publish order (the ``orchmemSentAt`` header every
+publish carries) before it runs them.
+
+Celery's own mechanisms only: a consumer bootstep, the tasks' strategies (built for a
+consumer whose ``on_task_request`` is the gate), the pool's ``apply_async`` and the
+requests' ``acknowledge``. Off (one message at a time, prefetch 1) when :func:`batch_size`
+is 1 (``batch_max = 1``, ``max_tasks_per_child = 1``, or the ``solo`` pool).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from billiard.einfo import ExceptionInfo
+from billiard.exceptions import WorkerLostError
+from celery import bootsteps
+from celery.app.task import Context
+from celery.exceptions import TaskRevokedError
+from celery.worker.request import Request
+from celery.worker.state import task_ready
+
+from orchmem.config import Settings
+from orchmem.tasks.batch import FAILURE, RETRY, SUCCESS, Waiting, apply_batch
+
+from .app import OrchmemCelery
+
+logger = logging.getLogger(__name__)
+
+#: The app of this worker process, for :func:`run_batch` in its pool children (forked
+#: from it, so they inherit it).
+_APP: OrchmemCelery | None = None
+
+SENT_AT_HEADER = "orchmemSentAt"
+
+
+def batch_size(settings: Settings) -> int:
+    """The largest batch this worker takes; 1 = batching off.
+
+    ``worker.batch_max``, but never more tasks than a child may run
+    (``max_tasks_per_child``), and at most 4 per second of ``visibility_timeout_s``: a
+    prefetched message waits in the gate for up to two batches, and one not
+    acknowledged within the timeout is handed out again (a duplicate, answered from
+    its receipt, but a cascade of them when the timeout is a few seconds)."""
+    worker = settings.worker
+    if worker.pool != "prefork":
+        return 1
+    size = min(worker.batch_max, 4 * worker.visibility_timeout_s)
+    if worker.max_tasks_per_child:
+        size = min(size, worker.max_tasks_per_child)
+    return max(1, size)
+
+
+def install(app: OrchmemCelery) -> bool:
+    """Make this worker batch (before it starts); False when batching is off."""
+    global _APP
+    size = batch_size(app.settings)
+    if size <= 1:
+        return False
+    _APP = app
+    # Concurrency is 1: the prefetch is what may wait in the gate while a batch runs.
+    app.conf.worker_prefetch_multiplier = size
+    app.steps["consumer"].add(BatchingStep)
+    return True
+
+
+class BatchingStep(bootsteps.StartStopStep):
+    """Routes every task strategy of the consumer through a :class:`Gate`."""
+
+    requires = ("celery.worker.consumer.tasks:Tasks",)
+
+    def __init__(self, c: Any, **kwargs: Any) -> None:
+        super().__init__(c, **kwargs)
+        self.gate: Gate | None = None
+
+    def start(self, c: Any) -> None:
+        worker = c.app.settings.worker
+        self.gate = Gate(c.pool, c.timer, batch_size(c.app.settings),
+                         worker.redelivery_wait_ms / 1000, c.app.tasks)
+        proxy = _ConsumerWithGate(c, self.gate.submit)
+        for name, task in c.app.tasks.items():
+            c.strategies[name] = task.start_strategy(c.app, proxy)
+
+    def stop(self, c: Any) -> None:
+        # The connection is going: what waits here was not acknowledged, and the
+        # broker gives it back (the batch running now finishes or is redelivered).
+        if self.gate is not None:
+            logger.info("batching gate stopped with %d waiting", len(self.gate.data))
+            self.gate.drop()
+
+    shutdown = stop
+
+
+class _ConsumerWithGate:
+    """The consumer as a strategy sees it, except that ready requests go to the gate."""
+
+    def __init__(self, consumer: Any, on_task_request: Callable[[Request], None]) -> None:
+        self._consumer = consumer
+        self.on_task_request = on_task_request
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._consumer, name)
+
+
+class Gate:
+    """Deliveries in arrival order, handed to the pool one job at a time."""
+
+    def __init__(self, pool: Any, timer: Any, batch_max: int, redelivery_wait_s: float,
+                 tasks: Any) -> None:
+        self.pool, self.timer, self.tasks = pool, timer, tasks
+        self.batch_max = batch_max
+        self.redelivery_wait_s = redelivery_wait_s
+        self.control: deque[Request] = deque()
+        self.data: deque[Request] = deque()
+        self.running: list[Request] | None = None
+        self._pumping = False
+        self._hold_until = 0.0
+
+    def submit(self, request: Request) -> None:
+        routing_key = str((request.delivery_info or {}).get("routing_key") or "")
+        if routing_key.endswith(".control"):
+            self.control.append(request)
+        else:
+            self.data.append(request)
+            if _redelivered(request) and self._hold_until == 0.0 and self.redelivery_wait_s:
+                self._hold_until = time.monotonic() + self.redelivery_wait_s
+                self.timer.call_after(self.redelivery_wait_s, self.pump)
+        self.pump()
+
+    def drop(self) -> None:
+        self.control.clear()
+        self.data.clear()
+        self.running = None
+
+    def pump(self) -> None:
+        """Start the next job when none runs (a loop: a pool may answer at once)."""
+        if self._pumping:
+            return
+        self._pumping = True
+        try:
+            while self.running is None:
+                job = self._next()
+                if not job:
+                    return
+                self._start(job)
+        finally:
+            self._pumping = False
+
+    def _next(self) -> list[Request]:
+        if self.control:
+            return [self.control.popleft()]
+        if not self.data or time.monotonic() < self._hold_until:
+            return []
+        if self._hold_until:
+            self._hold_until = 0.0
+            self._restore_publish_order()
+        first = self.data.popleft()
+        job = [first]
+        if getattr(self.tasks.get(first.name), "batchable", False):
+            while self.data and len(job) < self.batch_max and self.data[0].name == first.name:
+                job.append(self.data.popleft())
+        return job
+
+    def _restore_publish_order(self) -> None:
+        """Redelivered messages at the head, sorted by the time they were sent."""
+        head: list[Request] = []
+        while self.data and _redelivered(self.data[0]):
+            head.append(self.data.popleft())
+        head.sort(key=_sent_at)
+        self.data.extendleft(reversed(head))
+
+    def _start(self, job: list[Request]) -> None:
+        self.running = job
+        if len(job) == 1 and not getattr(self.tasks.get(job[0].name), "batchable", False):
+            self._start_single(job[0])
+        else:
+            self._start_batch(job)
+
+    def _finished(self, job: list[Request]) -> None:
+        if self.running is job:
+            self.running = None
+            self.pump()
+
+    def _again(self, job: list[Request]) -> None:
+        """The job's child died: run the same job again, before anything after it."""
+        logger.warning("pool child lost running %d task(s) (%s): running them again",
+                       len(job), job[0].name)
+        self.data.extendleft(reversed(job))
+        self._finished(job)
+
+    def _start_single(self, request: Request) -> None:
+        job = self.running
+        assert job is not None
+        on_success, on_failure = request.on_success, request.on_failure
+
+        def succeeded(*args: Any, **kwargs: Any) -> None:
+            try:
+                on_success(*args, **kwargs)
+            finally:
+                self._finished(job)
+
+        def failed(exc_info: ExceptionInfo, *args: Any, **kwargs: Any) -> None:
+            if _worker_lost(exc_info):
+                self._again(job)
+                return
+            try:
+                on_failure(exc_info, *args, **kwargs)
+            finally:
+                self._finished(job)
+
+        request.on_success = succeeded
+        request.on_failure = failed
+        try:
+            request.execute_using_pool(self.pool)
+        except TaskRevokedError:
+            self._finished(job)
+
+    def _start_batch(self, job: list[Request]) -> None:
+        items = [Waiting(id=r.id, kwargs=dict(r._payload[1]), request=dict(r.request_dict))
+                 for r in job]
+        limit = max((r.time_limits[0] or r.task.time_limit or 0) for r in job) or None
+
+        def accepted(pid: int, time_accepted: float) -> None:
+            for request in job:
+                request.on_accepted(pid, time_accepted)
+
+        def done(states: list[str]) -> None:
+            for request, state in zip(job, states, strict=True):
+                task_ready(request, successful=state == SUCCESS)
+                request.acknowledge()
+                request.send_event("task-succeeded" if state == SUCCESS else
+                                   "task-retried" if state == RETRY else "task-failed")
+            self._finished(job)
+
+        def failed(exc_info: ExceptionInfo) -> None:
+            if _worker_lost(exc_info):
+                self._again(job)
+                return
+            for request in job:
+                request.on_failure(exc_info)
+            self._finished(job)
+
+        self.pool.apply_async(run_batch, args=(job[0].name, items), accept_callback=accepted,
+                              callback=done, error_callback=failed, timeout=limit)
+
+
+def _worker_lost(exc_info: Any) -> bool:
+    exc = getattr(exc_info, "exception", None)
+    exc = getattr(exc, "exc", exc)  # ExceptionWithTraceback
+    return isinstance(exc, WorkerLostError)
+
+
+def _redelivered(request: Request) -> bool:
+    return bool((request.delivery_info or {}).get("redelivered"))
+
+
+def _sent_at(request: Request) -> int:
+    value = request.request_dict.get(SENT_AT_HEADER)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def run_batch(task_name: str, items: list[Waiting]) -> list[str]:
+    """In the pool child: apply the batch, store each task's own result, return the
+    states (the parent acknowledges the messages)."""
+    assert _APP is not None, "batching.install() runs before the pool starts"
+    task = _APP.tasks[task_name]
+    outcomes = apply_batch(task, items)
+    for item, outcome in zip(items, outcomes, strict=True):
+        request = Context(item.request, id=item.id, kwargs=item.kwargs, args=[])
+        if outcome.state == SUCCESS:
+            task.backend.mark_as_done(item.id, outcome.value, request=request)
+        elif outcome.state == FAILURE:
+            task.backend.mark_as_failure(item.id, outcome.value, request=request)
+        elif outcome.state == RETRY:
+            task.backend.mark_as_retry(item.id, outcome.value, request=request)
+    return [outcome.state for outcome in outcomes]
