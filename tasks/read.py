@@ -49,14 +49,22 @@ def wait_for_receipts(databases: Databases, orchestrator_id: str, keys: list[str
     return sorted(left)
 
 
+#: What a remote recall may ask besides the query (recall()'s keyword arguments).
+_OPTIONS = frozenset({"top_n", "types", "include_inactive", "memory_ids", "view", "as_of",
+                      "latest", "route", "episodes"})
+
+
 def _check(pending: Any, options: Any) -> tuple[list[str], dict[str, Any]]:
     if not isinstance(pending, list) or len(pending) > MAX_PENDING or not all(
             isinstance(k, str) for k in pending):
         raise MemoryValidationError("pending: must be a list of idempotency keys")
-    if not isinstance(options, dict) or set(options) - {"top_n", "types", "include_inactive",
-                                                        "memory_ids", "view"}:
-        raise MemoryValidationError("options: only top_n, types, include_inactive, "
-                                    "memory_ids, view")
+    if not isinstance(options, dict) or set(options) - _OPTIONS:
+        raise MemoryValidationError(f"options: only {', '.join(sorted(_OPTIONS))}")
+    for flag in ("latest", "route", "episodes"):
+        if not isinstance(options.get(flag, False), bool):
+            raise MemoryValidationError(f"options.{flag}: must be true or false")
+    if not isinstance(options.get("as_of", ""), str):  # recall() checks the time itself
+        raise MemoryValidationError("options.as_of: must be an ISO 8601 time")
     view = options.get("view")
     if view is not None:  # a scope view (issue 16); restricted reads stay in the caller
         if not isinstance(view, dict) or set(view) - {"sessionId", "projectId", "tags"}:

@@ -416,12 +416,12 @@ class MemoryClient(ReflectionMixin, GovernanceCalls, ContextCalls):
         warnings: list[str] = []
         if not self.memory.enabled:
             return empty_bundle(target, query, ["memory is disabled (memory.enabled = false)"])
-        timed = as_of is not None or latest or route is not None
-        if self.remote and target == self.orchestrator_id and not view.include_restricted \
-                and not timed:
+        if self.remote and target == self.orchestrator_id and not view.include_restricted:
             return remote_recall(self, query, top_n=top_n, types=types, memory_ids=memory_ids,
                                  include_inactive=include_inactive,
-                                 wait_for_writes=wait_for_writes, view=view)
+                                 wait_for_writes=wait_for_writes, view=view,
+                                 asked={"as_of": as_of, "latest": latest, "route": route,
+                                        "episodes": episodes})
         try:
             if wait_for_writes:
                 left = self.wait_for_writes()

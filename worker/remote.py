@@ -17,6 +17,7 @@ memory text).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from celery.exceptions import TimeoutError as CeleryTimeout
@@ -36,8 +37,12 @@ if TYPE_CHECKING:
 
 
 def _options(top_n: int | None, types: Sequence[str] | None, include_inactive: bool,
-             memory_ids: Sequence[str] | None, view: View | None = None) -> dict[str, Any]:
+             memory_ids: Sequence[str] | None, view: View | None = None,
+             asked: dict[str, Any] | None = None) -> dict[str, Any]:
     options: dict[str, Any] = {"include_inactive": include_inactive}
+    for name, value in (asked or {}).items():  # as_of, latest, route, episodes
+        if value is not None:  # route=False means off, not the orchestrator's default
+            options[name] = value.isoformat() if isinstance(value, datetime) else value
     if view is not None and view != DEFAULT_VIEW:  # a scope view (never restricted)
         options["view"] = {"sessionId": view.session_id, "projectId": view.project_id,
                            "tags": list(view.tags)}
@@ -53,12 +58,14 @@ def _options(top_n: int | None, types: Sequence[str] | None, include_inactive: b
 def remote_recall(client: MemoryClient, query: str, *, top_n: int | None,
                   types: Sequence[str] | None, include_inactive: bool,
                   memory_ids: Sequence[str] | None, wait_for_writes: bool,
-                  view: View | None = None) -> RecallBundle:
-    """The bundle a reader worker computed for ``query``; never raises (see module)."""
+                  view: View | None = None, asked: dict[str, Any] | None = None
+                  ) -> RecallBundle:
+    """The bundle a reader worker computed for ``query``; never raises (see module).
+    ``asked``: recall()'s ``as_of``, ``latest``, ``route`` and ``episodes``."""
     try:
         return ask_reader(client, query, top_n=top_n, types=types,
                           include_inactive=include_inactive, memory_ids=memory_ids,
-                          wait_for_writes=wait_for_writes, view=view)
+                          wait_for_writes=wait_for_writes, view=view, asked=asked)
     except ReaderUnavailable as exc:
         return _empty(client, query, str(exc))
     except Exception as exc:
@@ -74,7 +81,8 @@ class ReaderUnavailable(OrchmemError):
 def ask_reader(client: MemoryClient, query: str, *, top_n: int | None = None,
                types: Sequence[str] | None = None, include_inactive: bool = False,
                memory_ids: Sequence[str] | None = None,
-               wait_for_writes: bool = True, view: View | None = None) -> RecallBundle:
+               wait_for_writes: bool = True, view: View | None = None,
+               asked: dict[str, Any] | None = None) -> RecallBundle:
     """The bundle a reader worker computed for ``query``.
 
     Raises ReaderUnavailable when none answers in time, OrchmemError when it refuses.
@@ -83,7 +91,7 @@ def ask_reader(client: MemoryClient, query: str, *, top_n: int | None = None,
     wait_s = client.memory.retrieval.read_your_writes_timeout_s if pending else 0.0
     timeout = wait_s + client.settings.reader.timeout_s
     kwargs = {"orchestrator_id": client.orchestrator_id, "query": query,
-              "options": _options(top_n, types, include_inactive, memory_ids, view),
+              "options": _options(top_n, types, include_inactive, memory_ids, view, asked),
               "pending": pending, "wait_s": wait_s}
     try:
         result = send(client.app, RECALL_READ, kwargs, expires_s=timeout)

@@ -14,7 +14,7 @@ from urllib.parse import unquote
 import httpx
 import pytest
 from api_testing import ApiServer, immediate_settings, start_api
-from orchmem_testing import WorkerProcess, unique_id
+from orchmem_testing import WorkerProcess, unique_id, wait_until
 
 from orchmem.config import Settings
 from orchmem.models.embedding import Embedder
@@ -230,10 +230,15 @@ def test_access_log_has_no_memory_text(http: httpx.Client, api: ApiServer,
              params={"q": "confidential salary figures"})
     http.post(f"{BASE}/{ALPHA}/writeback", headers=api.auth(ALPHA),
               json={"memories": [_memory("The confidential code word is heliotrope")]})
-    lines = [r.getMessage() for r in caplog.records if r.name == "orchmem.api.access"]
-    assert any(line.startswith(f"GET {BASE}/{ALPHA}/recall 200 ") for line in lines), lines
-    assert any(line.startswith(f"POST {BASE}/{ALPHA}/writeback 200 ") for line in lines)
-    assert not any("confidential" in line or "heliotrope" in line for line in lines)
+
+    def lines() -> list[str]:
+        return [r.getMessage() for r in caplog.records if r.name == "orchmem.api.access"]
+
+    # The line is written once the response is sent: the client may read it first.
+    wait_until(lambda: any(line.startswith(f"POST {BASE}/{ALPHA}/writeback 200 ")
+                           for line in lines()), timeout=10, message="the POST's access line")
+    assert any(line.startswith(f"GET {BASE}/{ALPHA}/recall 200 ") for line in lines()), lines()
+    assert not any("confidential" in line or "heliotrope" in line for line in lines())
 
 
 def test_unknown_paths_under_an_orchestrator_are_admitted_first(http: httpx.Client,

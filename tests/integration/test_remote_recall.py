@@ -7,6 +7,7 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -111,3 +112,33 @@ def test_a_remote_recall_keeps_its_scope_view(settings: Settings, reader: Reader
         assert theirs.warnings == [] and set(theirs.memory_ids) == expected, session
         assert set(local.recall("lighthouse", session_id=session).memory_ids) == expected
     assert secret not in remote.recall("lighthouse door password").memory_ids
+
+
+def test_a_remote_recall_asks_the_reader_about_time_and_episodes(
+        settings: Settings, reader: ReaderProcess) -> None:
+    """as_of, latest, route and episodes travel to the reader (a remote client has no
+    file to answer them from): the same ids, and the same plan, as the local recall."""
+    orch = unique_id("remote-time")
+    local = MemoryClient(orch, settings)
+    source = {"sourceType": "manual", "capturedBy": "user"}
+    old, new = local.write_back(memories=[
+        {"type": "Fact", "content": "The team offsite is in Porto", "source": source,
+         "createdAt": "2026-01-10T09:00:00Z", "validFrom": "2026-01-10T09:00:00Z"},
+        {"type": "Fact", "content": "The team offsite moved to Braga", "source": source,
+         "createdAt": "2026-03-02T09:00:00Z", "validFrom": "2026-03-02T09:00:00Z"}],
+    ).wait(60)["memoryIds"]
+    if local.get([old])[0].status.value == "active":  # the rules may have seen the move
+        assert local.supersede(old, by=new, reason="moved").wait(30)["ok"]
+    remote = MemoryClient(orch, settings, remote=True)
+    asks: list[dict[str, Any]] = [
+        {"as_of": "2026-02-01T00:00:00+00:00"}, {"latest": True},
+        {"route": True}, {"route": False}, {"episodes": True},
+        {"as_of": datetime(2026, 2, 1, tzinfo=UTC), "latest": True}]
+    for asked in asks:
+        mine = local.recall("where is the team offsite?", **asked)
+        theirs = remote.recall("where is the team offsite?", **asked)
+        assert theirs.warnings == [] and theirs.memory_ids == mine.memory_ids, asked
+        assert theirs.plan == mine.plan and theirs.episodes == mine.episodes, asked
+    assert remote.recall("where is the team offsite?", latest=True).memory_ids[0] == new
+    future = remote.recall("offsite", as_of="2099-01-01T00:00:00+00:00")
+    assert future.nodes == [] and "as_of" in future.warnings[0]  # refused by the reader
