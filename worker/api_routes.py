@@ -23,9 +23,10 @@ from orchmem.config import (
 )
 from orchmem.models.payloads import WritebackRequest, with_default_sources
 from orchmem.models.recall import check_scope
-from orchmem.models.schema import CONTROL_CHARS, MemoryType, validate
+from orchmem.models.schema import CONTROL_CHARS, MemoryType, utc_now, validate
 from orchmem.models.storage.stats import stats as memory_stats
 from orchmem.models.storage.visibility import make_view
+from orchmem.models.validity import check_as_of
 
 from .api_errors import STATUS, code_of, error_body, json_error
 from .api_models import ContextBody, ForgetBody, LinkBody, RetractBody, SupersedeBody
@@ -106,7 +107,14 @@ def recall(m: Admitted,
            include_inactive: bool = False,
            session_id: Annotated[str | None, Query(alias="sessionId")] = None,
            project_id: Annotated[str | None, Query(alias="projectId")] = None,
-           tags: Annotated[list[str] | None, Query(alias="tag")] = None) -> dict[str, Any]:
+           tags: Annotated[list[str] | None, Query(alias="tag")] = None,
+           as_of: Annotated[str | None, Query(alias="asOf", description=(
+               "What was valid and known at this time (ISO 8601 with a time zone)."))] = None,
+           latest: Annotated[bool, Query(description="Heads of Updates chains.")] = False,
+           route: Annotated[bool | None, Query(description=(
+               "Plan by the kind of question (default: memory.retrieval.router)."))] = None,
+           episodes: Annotated[bool, Query(description="Add similar past episodes.")] = False,
+           ) -> dict[str, Any]:
     limit = m.state.settings.api.max_query_chars
     if len(q) > limit:
         raise MemoryValidationError(f"q: longer than {limit} characters (api.max_query_chars)",
@@ -116,8 +124,10 @@ def recall(m: Admitted,
                                     [{"path": "q", "message": "plain text only"}])
     # a scope view (issue 16); restricted memories are never read over HTTP
     view = make_view(session_id, project_id, tags or [])
+    check_as_of(as_of, utc_now())  # a 400 naming as_of, not an empty answer
     bundle = m.client.recall(q, top_n=top_n, types=[t.value for t in types or ()] or None,
-                             include_inactive=include_inactive, view=view)
+                             include_inactive=include_inactive, view=view, as_of=as_of,
+                             latest=latest, route=route, episodes=episodes)
     return bundle.dump()
 
 

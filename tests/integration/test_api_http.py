@@ -93,6 +93,28 @@ def test_writeback_then_recall_answers_the_json_of_the_cli(http: httpx.Client,
     assert typed["nodes"] == []
 
 
+def test_recall_takes_as_of_latest_route_and_episodes(http: httpx.Client,
+                                                      api: ApiServer) -> None:
+    _write(http, api, ALPHA, "The lab moved to the fourth floor")
+    url, auth = f"{BASE}/{ALPHA}/recall", api.auth(ALPHA)
+    for params, local in (
+            ({"asOf": "2000-01-01T00:00:00Z"}, {"as_of": "2000-01-01T00:00:00Z"}),
+            ({"latest": "true", "route": "true"}, {"latest": True, "route": True}),
+            ({"episodes": "true"}, {"episodes": True})):
+        response = http.get(url, headers=auth, params={"q": "where is the lab?", **params})
+        assert response.status_code == 200, response.text
+        mine = local_recall(ALPHA, "where is the lab?", databases=Databases(api.settings),
+                            **local)  # type: ignore[arg-type]
+        assert [n["memory"]["memoryId"] for n in response.json()["nodes"]] == mine.memory_ids
+        assert response.json().get("plan") == mine.plan, response.json()["warnings"]
+    assert http.get(url, headers=auth, params={"q": "lab", "asOf": "2000-01-01T00:00:00Z"}
+                    ).json()["nodes"] == []  # nothing was known then
+    for bad in ("yesterday", "2099-01-01T00:00:00Z", "2024-05-01T00:00:00"):
+        body = _error(http.get(url, headers=auth, params={"q": "lab", "asOf": bad}), 422,
+                      "validation")
+        assert "as_of" in body["message"], body
+
+
 def test_writeback_validates_with_the_workers_models(http: httpx.Client,
                                                      api: ApiServer) -> None:
     url = f"{BASE}/{ALPHA}/writeback"
