@@ -24,8 +24,6 @@ import numpy as np
 
 from orchmem.config import ImportRejected
 
-from .schema import check_memory_id
-
 VECTORS = "vectors.jsonl"
 #: The widest vector accepted (MiniLM has 384; large models have 1,024 to 4,096).
 MAX_DIM = 8192
@@ -37,14 +35,11 @@ def _reject(where: str, message: str) -> ImportRejected:
                                                                 "message": message}])
 
 
-def decode_line(row: dict[str, Any], where: str, orchestrator_id: str) -> np.ndarray:
-    """The vector of one line, every field checked (ImportRejected naming the field)."""
+def decode_line(row: dict[str, Any], where: str) -> np.ndarray:
+    """The vector of one line, its fields checked (ImportRejected naming the field); the
+    memoryId is checked by the importer like every other file's ids."""
     if set(row) != _KEYS:
         raise _reject(where, f"fields must be {sorted(_KEYS)}, got {sorted(row)[:8]}")
-    try:
-        check_memory_id(row["memoryId"], orchestrator_id, f"{where}:memoryId")
-    except ValueError as exc:  # a ScopeViolation (another orchestrator's id) goes up
-        raise _reject(f"{where}:memoryId", str(exc).split(": ", 1)[-1]) from None
     dim = row["dim"]
     if isinstance(dim, bool) or not isinstance(dim, int) or not 1 <= dim <= MAX_DIM:
         raise _reject(f"{where}:dim", f"must be an integer in 1..{MAX_DIM}")

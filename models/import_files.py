@@ -72,6 +72,8 @@ _RANGES = {"importance": (0, 100), "confidence": (0.0, 1.0), "weight": (0.0, 1.0
 _TIMESTAMPS = frozenset({"createdAt", "updatedAt", "capturedAt", "at", "validFrom",
                          "validTo"})
 _MEMORY_IDS = frozenset({"memoryId", "fromMemoryId", "toMemoryId"})
+#: A memoryId outside a table's columns (audit lists, vectors.jsonl).
+_MEMORY_ID = Column("memoryId", "memory_id", "text", False, False)
 
 
 @dataclass
@@ -232,8 +234,7 @@ def _check_line(kind: str, cols: list[Column], row: dict[str, Any], where: str,
         if not isinstance(ids, list):
             raise _reject("bad_field", f"{where}:memoryIds", "must be a list")
         for memory_id in ids:
-            check_value(Column("memoryId", "memory_id", "text", False, False), memory_id,
-                        f"{where}:memoryIds", orchestrator_id)
+            check_value(_MEMORY_ID, memory_id, f"{where}:memoryIds", orchestrator_id)
 
 
 #: The key each file is sorted by, and whether equal keys may repeat.
@@ -297,7 +298,8 @@ def read_vectors(folder: Path, bundle: Bundle, orchestrator_id: str, embedder: s
     previous, count = "", 0
     for number, row in read_lines(folder / VECTORS):
         where = f"{VECTORS}:{number}"
-        vector = decode_line(row, where, orchestrator_id)
+        vector = decode_line(row, where)
+        check_value(_MEMORY_ID, row["memoryId"], f"{where}:memoryId", orchestrator_id)
         count += 1
         memory_id = row["memoryId"]
         if memory_id <= previous:
