@@ -42,6 +42,9 @@ TASK_MODULES = (
 class OrchmemCelery(Celery):
     """A Celery app that knows orchmem's settings and this process's databases."""
 
+    #: Task events carry no task results (memory text): worker/events.py.
+    events_cls = "orchmem.worker.events:QuietEvents"
+
     def __init__(self, settings: Settings, broker: str, *, readonly: bool = False) -> None:
         super().__init__("orchmem", broker=broker, backend=broker, include=list(TASK_MODULES),
                          set_as_current=False)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
 import pytest
 from celery import Celery
-from orchmem_testing import unique_id, wait_until
+from orchmem_testing import WorkerProcess, unique_id, wait_until
 
 from orchmem.config import MemoryValidationError, ScopeViolation, Settings
 from orchmem.models.memlog import read_log
@@ -14,6 +16,7 @@ from orchmem.models.storage.database import Databases
 from orchmem.models.storage.memories import list_memories
 from orchmem.tasks.writeback import WRITEBACK
 from orchmem.worker.app import OrchmemCelery
+from orchmem.worker.client import MemoryClient
 from orchmem.worker.publish import publish
 from orchmem.worker.routing import queue_name, shard_for
 
@@ -159,3 +162,37 @@ def test_missing_task_arguments_fail_without_stopping_the_worker(
     assert result.failed()
     wait_until(lambda: write(app, orch_id, {"memories": [fact("still alive")]})["ok"],
                timeout=TIMEOUT, message="worker still consuming")
+
+
+def test_task_events_never_carry_a_result_with_memory_text(
+        settings: Settings, app: OrchmemCelery, worker: WorkerProcess) -> None:
+    """Flower (and anyone on the broker's event channel) sees task-succeeded events; a
+    bulletin's result holds memory text, so events carry only its length."""
+    secret = "The harbour gate code is Kestrel-5521"
+    seen: list[dict[str, Any]] = []
+    stop = threading.Event()
+
+    def listen() -> None:
+        with app.connection() as conn:
+            receiver = app.events.Receiver(conn, handlers={"*": seen.append})
+            while not stop.is_set():
+                try:
+                    receiver.capture(limit=None, timeout=0.5, wakeup=False)
+                except (TimeoutError, OSError):
+                    continue
+
+    thread = threading.Thread(target=listen, daemon=True)
+    thread.start()
+    time.sleep(1.0)  # subscribed before the tasks run
+    client = MemoryClient(unique_id("quiet-events"), settings, app=app)
+    assert client.write_back(memories=[{"type": "Fact", "content": secret, "source": {
+        "sourceType": "manual", "capturedBy": "user"}}]).wait(60)["ok"]
+    assert secret in client.bulletin(timeout=30).text  # the caller gets the text
+    wait_until(lambda: sum(e["type"] == "task-succeeded" for e in seen) >= 2, timeout=20,
+               message="the two tasks' events")
+    stop.set()
+    thread.join(5)
+    succeeded = [e for e in seen if e["type"] == "task-succeeded"]
+    results = [e["result"] for e in succeeded if "result" in e]  # batched ones carry none
+    assert results and all(r.endswith("chars, not shown>") for r in results), succeeded
+    assert not any("Kestrel" in str(e) for e in seen)
