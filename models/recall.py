@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from orchmem.config import EmbeddingError, MemoryValidationError, ScopeViolation
 from orchmem.config.memory_settings import RetrievalSettings
@@ -231,9 +231,11 @@ def _limit(top_n: int | None, params: RetrievalSettings) -> int:
 
 def _snapshot_answer(odb: OrchestratorDB, search: _Search, clock: datetime,
                      warnings: list[str], episodes: bool) -> dict[str, Any]:
-    """The query embedded first (no read transaction waits on the model), then one read
-    snapshot for the answer, the similar episodes and the watermark."""
-    encoded = _embed(odb, search.text, warnings) if search.mode in ("hybrid", "vector") else None
+    """One read snapshot for the answer, the similar episodes and the watermark; the
+    query is embedded on another thread meanwhile, so the full-text search does not
+    wait for the model (nor the model for it)."""
+    encoded = (_embed_ahead(odb, search.text, warnings)
+               if search.mode in ("hybrid", "vector") else _no_vector)
     with odb.read():
         answer = _answer(odb, search, encoded, clock, warnings)
         answer["episodes"] = similar_episodes(odb, search.text) if episodes else []
@@ -287,27 +289,49 @@ def _check_types(types: Sequence[str] | None) -> list[str] | None:
     return values
 
 
-def _embed(odb: OrchestratorDB, text: str, warnings: list[str]) -> tuple[np.ndarray, str] | None:
-    """The query vector and the embedder's version, or None (and a warning) on failure."""
+Encoded: TypeAlias = "tuple[np.ndarray, str]"
+
+
+def _no_vector() -> Encoded | None:
+    return None
+
+
+def _embed_ahead(odb: OrchestratorDB, text: str, warnings: list[str]
+                 ) -> Callable[[], Encoded | None]:
+    """Start embedding ``text``; the returned call gives the query vector and the
+    embedder's version, or None (and a warning) on failure."""
+    settings = odb.settings.embedding
     try:
-        settings = odb.settings.embedding
         embedder = get_embedder(settings)
-        vector = query_vectors(settings.query_cache_size).vector(embedder,
-                                                                 text[:MAX_EMBED_CHARS])
-        return vector, embedder.version
+        pending = query_vectors(settings.query_cache_size).ahead(embedder,
+                                                                  text[:MAX_EMBED_CHARS])
     except EmbeddingError as exc:
-        warnings.append(f"vector search unavailable ({exc}); answered from full text")
-        odb.log.write("recall_degraded", reason=str(exc)[:300])
-        return None
+        failure = exc
+        return lambda: _degraded(odb, failure, warnings)
+
+    def encoded() -> Encoded | None:
+        try:
+            return pending.result(), embedder.version
+        except EmbeddingError as exc:
+            return _degraded(odb, exc, warnings)
+    return encoded
 
 
-def _answer(odb: OrchestratorDB, search: _Search, encoded: tuple[np.ndarray, str] | None,
+def _degraded(odb: OrchestratorDB, exc: EmbeddingError, warnings: list[str]) -> Encoded | None:
+    warnings.append(f"vector search unavailable ({exc}); answered from full text")
+    odb.log.write("recall_degraded", reason=str(exc)[:300])
+    return None
+
+
+def _answer(odb: OrchestratorDB, search: _Search, embedded: Callable[[], Encoded | None],
             now: datetime, warnings: list[str]) -> dict[str, Any]:
-    """Search, rank and assemble; the caller holds one read snapshot around all of it."""
+    """Search, rank and assemble; the caller holds one read snapshot around all of it.
+    ``embedded`` gives the query vector once the full-text search is done."""
     text_hits = (fts.search(odb, search.text, limit=search.params.top_k_text,
                             statuses=search.statuses, types=search.types, within=search.within,
                             view=search.view)
                  if search.mode in ("hybrid", "text") else [])
+    encoded = embedded()
     vector_hits: list[vectors.VectorHit] = []
     vector_available = encoded is not None
     if encoded is not None:
@@ -367,7 +391,7 @@ def relevance_floor(cosines: dict[str, float], text_ids: set[str],
     return keep
 
 
-def _vector_side(odb: OrchestratorDB, encoded: tuple[np.ndarray, str], search: _Search,
+def _vector_side(odb: OrchestratorDB, encoded: Encoded, search: _Search,
                  warnings: list[str]) -> tuple[list[vectors.VectorHit], bool]:
     query_vector, version = encoded
 

@@ -105,6 +105,8 @@ class MemoryClient(ReflectionMixin, GovernanceCalls, ContextCalls):
         self._shared_app = app
         self._broker_down_until = 0.0
         self._redis: redis.Redis | None = None
+        #: Remote recall's connection for answers, and the longest wait it serves.
+        self._replies: tuple[redis.Redis, float] | None = None
         self.outbox = Outbox(self.databases.workspace(orchestrator_id).outbox_path,
                              self.settings.worker.busy_timeout_ms)
         self._pending = PendingWrites(self.databases, orchestrator_id,
