@@ -331,20 +331,22 @@ def _answer(odb: OrchestratorDB, search: _Search, embedded: Callable[[], Encoded
                             statuses=search.statuses, types=search.types, within=search.within,
                             view=search.view)
                  if search.mode in ("hybrid", "text") else [])
+    text_ids = [h.memory_id for h in text_hits]
+    early = recall_reads.rank_inputs(odb, text_ids)  # while the model still runs
     encoded = embedded()
     vector_hits: list[vectors.VectorHit] = []
     vector_available = encoded is not None
     if encoded is not None:
         vector_hits, vector_available = _vector_side(odb, encoded, search, warnings)
     vector_ids = [h.memory_id for h in vector_hits]
-    text_ids = [h.memory_id for h in text_hits]
     cosines = {h.memory_id: h.cosine for h in vector_hits}
     floor = None
     if encoded is not None and vector_available and search.params.min_similarity > 0:
         cosines.update(vectors.similarities(odb, encoded[0], embedder=encoded[1],
                                             ids=[m for m in text_ids if m not in cosines]))
         floor = relevance_floor(cosines, set(text_ids), search.params)
-    inputs = recall_reads.rank_inputs(odb, [*{*vector_ids, *text_ids}])
+    read = {i.memory_id for i in early}
+    inputs = early + recall_reads.rank_inputs(odb, [m for m in vector_ids if m not in read])
     rows = {i.memory_id: i.row for i in inputs}
     as_of = search.asked.as_of
     ranked = fuse(vector_ids, text_ids, _features(odb, inputs), search.params, now,

@@ -42,6 +42,10 @@ TASK_MODULES = (
 )
 
 
+#: An answer and its expiry in one atomic step (never a list that outlives its TTL).
+_REPLY_SCRIPT = "redis.call('LPUSH', KEYS[1], ARGV[1]); redis.call('EXPIRE', KEYS[1], ARGV[2])"
+
+
 class OrchmemCelery(Celery):
     """A Celery app that knows orchmem's settings and this process's databases."""
 
@@ -62,10 +66,8 @@ class OrchmemCelery(Celery):
         if self._replies is None:
             self._replies = broker_client(self.conf.broker_url, self.settings,
                                           socket_connect_timeout=2, socket_timeout=5)
-        pipe = self._replies.pipeline(transaction=True)
-        pipe.lpush(key, json.dumps(answer, separators=(",", ":")))
-        pipe.expire(key, ttl_s)
-        pipe.execute()
+        self._replies.eval(_REPLY_SCRIPT, 1, key, json.dumps(answer, separators=(",", ":")),
+                           ttl_s)
 
     def queue_of(self, task: str, kwargs: dict[str, Any], shards: int | None = None) -> str:
         """The queue ``task`` with ``kwargs`` is routed to, under ``shards`` shards (default:
