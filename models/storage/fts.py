@@ -67,3 +67,16 @@ def search(odb: OrchestratorDB, text: str, *, limit: int, statuses: Sequence[str
         matched = odb.sql("SELECT count(*) FROM memory_fts WHERE memory_fts MATCH ?",
                           [expression])[0][0] if window == limit * 4 else 0
         window = -1 if window * 8 >= matched else window * 8
+
+
+def merge_segments(odb: OrchestratorDB) -> int:
+    """Merge the full-text index into one b-tree (FTS5 ``optimize``) and return how many
+    segments there were. A memory written alone adds a segment, and FTS5 merges only
+    by fours, so a busy file keeps a dozen: each query term is then looked up once per
+    segment (about 0.2 ms of a 0.7 ms search at 1k memories, measured). The beat's
+    ``gc`` runs it."""
+    with odb.write():
+        before = int(odb.sql("SELECT count(DISTINCT segid) FROM memory_fts_idx")[0][0])
+        if before > 1:
+            odb.sql("INSERT INTO memory_fts(memory_fts) VALUES ('optimize')")
+    return before
