@@ -332,12 +332,14 @@ def _answer(odb: OrchestratorDB, search: _Search, embedded: Callable[[], Encoded
                             view=search.view)
                  if search.mode in ("hybrid", "text") else [])
     text_ids = [h.memory_id for h in text_hits]
-    early = recall_reads.rank_inputs(odb, text_ids)  # while the model still runs
+    # The rows of the text hits are read while the model still runs; the vector side's
+    # filter reads the rows of what it keeps.
+    read = {i.memory_id: i for i in recall_reads.rank_inputs(odb, text_ids)}
     encoded = embedded()
     vector_hits: list[vectors.VectorHit] = []
     vector_available = encoded is not None
     if encoded is not None:
-        vector_hits, vector_available = _vector_side(odb, encoded, search, warnings)
+        vector_hits, vector_available = _vector_side(odb, encoded, search, warnings, read)
     vector_ids = [h.memory_id for h in vector_hits]
     cosines = {h.memory_id: h.cosine for h in vector_hits}
     floor = None
@@ -345,8 +347,7 @@ def _answer(odb: OrchestratorDB, search: _Search, embedded: Callable[[], Encoded
         cosines.update(vectors.similarities(odb, encoded[0], embedder=encoded[1],
                                             ids=[m for m in text_ids if m not in cosines]))
         floor = relevance_floor(cosines, set(text_ids), search.params)
-    read = {i.memory_id for i in early}
-    inputs = early + recall_reads.rank_inputs(odb, [m for m in vector_ids if m not in read])
+    inputs = [read[m] for m in dict.fromkeys([*text_ids, *vector_ids]) if m in read]
     rows = {i.memory_id: i.row for i in inputs}
     as_of = search.asked.as_of
     ranked = fuse(vector_ids, text_ids, _features(odb, inputs), search.params, now,
@@ -394,11 +395,16 @@ def relevance_floor(cosines: dict[str, float], text_ids: set[str],
 
 
 def _vector_side(odb: OrchestratorDB, encoded: Encoded, search: _Search,
-                 warnings: list[str]) -> tuple[list[vectors.VectorHit], bool]:
+                 warnings: list[str], read: dict[str, recall_reads.RankInputs]
+                 ) -> tuple[list[vectors.VectorHit], bool]:
+    """The vector hits that pass the recall's filters; their rows are added to ``read``."""
     query_vector, version = encoded
 
     def keep(ids: list[str]) -> set[str]:
-        return recall_reads.passing(odb, ids, search.statuses, search.types, search.view)
+        kept = recall_reads.passing_inputs(odb, [m for m in ids if m not in read],
+                                           search.statuses, search.types, search.view)
+        read.update(kept)
+        return set(kept) | {m for m in ids if m in read}
 
     hits, total = vectors.search(odb, query_vector, embedder=version,
                                  limit=search.params.top_k_vector, keep=keep,
