@@ -18,6 +18,7 @@ result store as before.
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from typing import Any
@@ -29,6 +30,8 @@ from orchmem.models.recall import recall
 from orchmem.models.storage import receipts
 from orchmem.models.storage.database import Databases
 from orchmem.models.storage.visibility import make_view
+
+logger = logging.getLogger(__name__)
 
 RECALL_READ = "orchmem.read.recall"
 #: First and slowest pause between two looks at the pending receipts.
@@ -96,7 +99,9 @@ def recall_read(self: Any, orchestrator_id: str, query: str, options: dict[str, 
     """Recall for ``orchestrator_id`` after its caller's ``pending`` writes committed;
     the answer also goes to the ``reply`` list when the message names one."""
     if reply is not None and not (isinstance(reply, str) and REPLY_KEY.fullmatch(reply)):
-        return {"ok": False, "error": "validation",  # nobody to answer: the log says it
+        logger.warning("recall for %s refused: its reply key is not orchmem.reply.<32 hex> "
+                       "(%d chars)", orchestrator_id, len(str(reply)))
+        return {"ok": False, "error": "validation",
                 "message": "reply: not an orchmem.reply.<32 hex> key"}
     answer = _recall(self.app.databases, orchestrator_id, query, options, pending, wait_s)
     if reply is not None:
