@@ -99,8 +99,8 @@ def recall_read(self: Any, orchestrator_id: str, query: str, options: dict[str, 
     """Recall for ``orchestrator_id`` after its caller's ``pending`` writes committed;
     the answer also goes to the ``reply`` list when the message names one."""
     if reply is not None and not (isinstance(reply, str) and REPLY_KEY.fullmatch(reply)):
-        logger.warning("recall for %s refused: its reply key is not orchmem.reply.<32 hex> "
-                       "(%d chars)", orchestrator_id, len(str(reply)))
+        logger.warning("recall for %r refused: its reply key is not orchmem.reply.<32 hex> "
+                       "(%d chars)", str(orchestrator_id)[:80], len(str(reply)))
         return {"ok": False, "error": "validation",
                 "message": "reply: not an orchmem.reply.<32 hex> key"}
     answer = _recall(self.app.databases, orchestrator_id, query, options, pending, wait_s)
