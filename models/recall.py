@@ -236,7 +236,8 @@ def _snapshot_answer(odb: OrchestratorDB, search: _Search, clock: datetime,
     encoded = _embed(odb, search.text, warnings) if search.mode in ("hybrid", "vector") else None
     with odb.read():
         answer = _answer(odb, search, encoded, clock, warnings)
-        answer["episodes"] = similar_episodes(odb, search.text) if episodes else []
+        answer["episodes"] = similar_episodes(odb, search.text, view=search.view) \
+            if episodes else []
         answer["watermark"], lagging = recall_watermark(odb, odb.memory.log.max_projection_lag)
     warnings += lagging
     return answer

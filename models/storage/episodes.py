@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .database import OrchestratorDB
+    from .visibility import View
 
 
 _COLUMNS = ("episode_id", "run_id", "title", "summary", "participants", "tools", "outcome",
@@ -75,23 +77,58 @@ def stale_runs(odb: OrchestratorDB, limit: int = 100) -> list[str]:
         "SELECT run_id FROM log_runs WHERE status = 'ended' LIMIT ?", (limit,))]
 
 
-def search(odb: OrchestratorDB, match: str, limit: int) -> list[dict[str, Any]]:
-    """Episodes matching the FTS5 expression ``match``, best first (bm25), each with up
-    to 20 of its memories; empty when the file has no episodes yet (schema < 5)."""
+# Where an episode belongs, read from its run (no column holds it, so files of schema 5
+# and 6 answer the same): the session its run_start named, else the run's conversation
+# (a transcript's conversation is its session); the project its run_start named.
+_RUN_START = ("(SELECT json_extract(l.data, '$.{key}') FROM log_events AS l "
+              "WHERE l.run_id = ep.run_id AND l.kind = 'run_start' ORDER BY l.seq LIMIT 1)")
+_SESSION = (f"coalesce({_RUN_START.format(key='sessionId')}, (SELECT r.conversation_id "
+            "FROM log_runs AS r WHERE r.run_id = ep.run_id))")
+_PROJECT = _RUN_START.format(key="projectId")
+_RANKS = ("public", "internal", "confidential", "restricted")
+#: The most sensitive of the memories it links (internal, a memory's default, if none).
+_SENSITIVITY = (
+    "coalesce((SELECT m.sensitivity FROM episode_memories AS em JOIN memories AS m "
+    "ON m.memory_id = em.memory_id WHERE em.episode_id = ep.episode_id ORDER BY CASE "
+    "m.sensitivity " + " ".join(f"WHEN '{n}' THEN {i}" for i, n in enumerate(_RANKS))
+    + " ELSE 3 END DESC LIMIT 1), 'internal')")
+_PLACED = (
+    "(SELECT p.*, CASE WHEN p.session_id IS NOT NULL THEN 'session' "
+    "WHEN p.project_id IS NOT NULL THEN 'project' ELSE 'global' END AS scope "
+    "FROM (SELECT ep.*, "
+    f"{_SESSION} AS session_id, {_PROJECT} AS project_id, {_SENSITIVITY} AS sensitivity "
+    "FROM episodes AS ep) AS p)")
+_PLACEMENT = ("scope", "session_id", "project_id", "sensitivity")
+
+
+def search(odb: OrchestratorDB, match: str, limit: int, view: View) -> list[dict[str, Any]]:
+    """Episodes matching the FTS5 expression ``match`` that ``view`` may see, best first
+    (bm25), each with its placement (``scope``, ``sessionId``, ``projectId``,
+    ``sensitivity``) and up to 20 of the memories it links that ``view`` sees; empty
+    when the file has no episodes yet (schema < 5).
+
+    An episode is placed like a memory: in its run's session (or project, or global),
+    as sensitive as the most sensitive memory it links, and ``view`` (tags aside: an
+    episode has none) decides as it does for memories."""
     if not odb.sql("SELECT 1 FROM sqlite_master WHERE name = 'episode_fts'"):
         return []
+    seen, params = replace(view, tags=()).sql("e")
     rows = odb.sql(
-        f"SELECT {', '.join('e.' + c for c in _COLUMNS)}, bm25(episode_fts) "
-        "FROM episode_fts JOIN episodes AS e ON e.id = episode_fts.rowid "
-        "WHERE episode_fts MATCH ? ORDER BY bm25(episode_fts) LIMIT ?", (match, limit))
+        f"SELECT {', '.join('e.' + c for c in (*_COLUMNS, *_PLACEMENT))}, "
+        f"bm25(episode_fts) FROM episode_fts JOIN {_PLACED} AS e "
+        f"ON e.id = episode_fts.rowid WHERE episode_fts MATCH ? AND {seen} "
+        "ORDER BY bm25(episode_fts) LIMIT ?", (match, *params, limit))
+    linked, linked_params = view.sql("m")
     found = []
     for row in rows:
-        episode = dict(zip(_NAMES, row[:-1], strict=True))
+        episode = dict(zip((*_NAMES, "scope", "sessionId", "projectId", "sensitivity"),
+                           row[:-1], strict=True))
         episode["participants"] = json.loads(episode["participants"])
         episode["tools"] = json.loads(episode["tools"])
         episode["score"] = round(-float(row[-1]), 6)
         episode["memoryIds"] = [r[0] for r in odb.sql(
-            "SELECT memory_id FROM episode_memories WHERE episode_id = ? LIMIT 20",
-            (episode["episodeId"],))]
+            "SELECT l.memory_id FROM episode_memories AS l JOIN memories AS m "
+            f"ON m.memory_id = l.memory_id WHERE l.episode_id = ? AND {linked} "
+            "ORDER BY l.memory_id LIMIT 20", (episode["episodeId"], *linked_params))]
         found.append(episode)
     return found

@@ -11,10 +11,12 @@ from orchmem_testing import make_settings
 
 from orchmem.models.episodes import similar_episodes
 from orchmem.models.storage.execlog import read_log
+from orchmem.models.storage.visibility import View
 from orchmem.worker import MemoryClient
 
 ORCH = "forget-log-bot"
 WORD = "quokkaberry"
+C7 = View(session_id="c-7")
 
 
 @pytest.fixture
@@ -62,7 +64,7 @@ def test_a_hard_forget_redacts_the_cited_log_texts_and_rewrites_the_episode(
         memory: MemoryClient) -> None:
     run, memory_id = logged_run(memory)
     other = quoting_run(memory)  # its episode quotes the memory: rewritten too
-    [episode] = [e for e in similar_episodes(odb_of(memory), WORD, 5)
+    [episode] = [e for e in similar_episodes(odb_of(memory), WORD, 5, C7)
                  if e["runId"] == run.run_id]
     assert WORD in episode["summary"] and WORD in all_log_text(memory)
 
@@ -78,8 +80,8 @@ def test_a_hard_forget_redacts_the_cited_log_texts_and_rewrites_the_episode(
         assert texts[kind]["redacted"]["by"] == "forget_hard"
         assert texts[kind]["eventId"] and texts[kind]["at"]
     assert "redacted" not in texts["step_start"]
-    assert similar_episodes(odb_of(memory), WORD, 5) == []
-    rewritten = [e for e in similar_episodes(odb_of(memory), "launch outcome", 5)
+    assert similar_episodes(odb_of(memory), WORD, 5, C7) == []
+    rewritten = [e for e in similar_episodes(odb_of(memory), "launch outcome", 5, C7)
                  if e["runId"] == run.run_id]
     assert rewritten and WORD not in rewritten[0]["summary"]
     assert WORD not in rewritten[0]["title"]
@@ -115,7 +117,7 @@ def test_a_hard_forget_where_by_conversation_erases_its_runs_texts_matched_or_no
     assert done is not None and done["ok"] and done["count"] == 0, done
     assert done["erased"]["logEvents"] == 1 and done["erased"]["episodes"] == 1
     assert WORD not in all_log_text(memory)
-    assert similar_episodes(odb_of(memory), WORD, 5) == []
+    assert similar_episodes(odb_of(memory), WORD, 5, View(session_id="c-10")) == []
     dry = memory.forget_where(conversation_id="c-10", hard=True, dry_run=True).wait(30)
     assert dry is not None and "erased" not in dry
 
