@@ -18,14 +18,18 @@ MAX_PURPOSE_CHARS = 500
 
 
 def audit_restricted_read(odb: OrchestratorDB, view: View, nodes: Sequence[Any],
-                          requester: str, purpose: str | None, query: str) -> list[str]:
+                          requester: str, purpose: str | None, query: str,
+                          episodes: Sequence[dict[str, Any]] = ()) -> list[str]:
     """Write the audit event of a restricted read (``view`` includes restricted memories;
-    nothing otherwise); returns the restricted ids read."""
+    nothing otherwise): the restricted memories and the restricted episodes (those
+    linking a restricted memory) it returned. Returns the restricted memory ids read."""
     if not view.include_restricted:
         return []
     ids = [n.memory.memory_id for n in nodes
            if getattr(n.memory.sensitivity, "value", n.memory.sensitivity) == "restricted"]
+    shown = [e["episodeId"] for e in episodes if e.get("sensitivity") == "restricted"]
     odb.log.write("restricted_read", requester=requester,
                   purpose=str(purpose)[:MAX_PURPOSE_CHARS],
-                  memoryIds=ids, returned=len(nodes), queryChars=len(query))
+                  memoryIds=ids, returned=len(nodes), queryChars=len(query),
+                  **({"episodeIds": shown} if shown else {}))
     return ids

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from orchmem_testing import make_settings
 
+from orchmem.models.memlog import read_log
 from orchmem.worker import MemoryClient
 
 ORCH = "episode-scope-bot"
@@ -75,6 +76,10 @@ def test_an_episode_linking_a_restricted_memory_needs_include_restricted(
     assert placed[secret]["sensitivity"] == "restricted"
     assert placed[plain]["sensitivity"] == "internal"
     assert len(placed[secret]["memoryIds"]) == 1
+    odb = memory.databases.open(ORCH)
+    assert odb is not None
+    [audited] = [r for r in read_log(odb.workspace.log_path) if r["event"] == "restricted_read"]
+    assert audited["episodeIds"] == [placed[secret]["episodeId"]]
 
 
 def test_an_episode_lists_only_the_memories_the_view_sees(memory: MemoryClient) -> None:
