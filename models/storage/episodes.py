@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -92,13 +91,17 @@ _SENSITIVITY = (
     "ON m.memory_id = em.memory_id WHERE em.episode_id = ep.episode_id ORDER BY CASE "
     "m.sensitivity " + " ".join(f"WHEN '{n}' THEN {i}" for i, n in enumerate(_RANKS))
     + " ELSE 3 END DESC LIMIT 1), 'internal')")
-_PLACED = (
-    "(SELECT p.*, CASE WHEN p.session_id IS NOT NULL THEN 'session' "
-    "WHEN p.project_id IS NOT NULL THEN 'project' ELSE 'global' END AS scope "
-    "FROM (SELECT ep.*, "
-    f"{_SESSION} AS session_id, {_PROJECT} AS project_id, {_SENSITIVITY} AS sensitivity "
-    "FROM episodes AS ep) AS p)")
-_PLACEMENT = ("scope", "session_id", "project_id", "sensitivity")
+#: One page of matches, best first, with their placement: computed for the page only
+#: (for every match it cost 5x the search at 10k episodes: benchmarks/episode_views.py).
+_PAGE = (
+    "SELECT p.*, CASE WHEN p.session_id IS NOT NULL THEN 'session' "
+    "WHEN p.project_id IS NOT NULL THEN 'project' ELSE 'global' END FROM (SELECT "
+    f"{', '.join('ep.' + c for c in _COLUMNS)}, ep.rank, {_SESSION} AS session_id, "
+    f"{_PROJECT} AS project_id, {_SENSITIVITY} AS sensitivity FROM (SELECT e.*, "
+    "bm25(episode_fts) AS rank FROM episode_fts JOIN episodes AS e "
+    "ON e.id = episode_fts.rowid WHERE episode_fts MATCH ? ORDER BY rank LIMIT ? OFFSET ?"
+    ") AS ep) AS p")
+_FIRST_PAGE = 16
 
 
 def search(odb: OrchestratorDB, match: str, limit: int, view: View) -> list[dict[str, Any]]:
@@ -109,26 +112,36 @@ def search(odb: OrchestratorDB, match: str, limit: int, view: View) -> list[dict
 
     An episode is placed like a memory: in its run's session (or project, or global),
     as sensitive as the most sensitive memory it links, and ``view`` (tags aside: an
-    episode has none) decides as it does for memories."""
+    episode has none) decides as it does for memories. Matches are read a page at a
+    time, each page twice the last, until ``limit`` are seen or none are left."""
     if not odb.sql("SELECT 1 FROM sqlite_master WHERE name = 'episode_fts'"):
         return []
-    seen, params = replace(view, tags=()).sql("e")
-    rows = odb.sql(
-        f"SELECT {', '.join('e.' + c for c in (*_COLUMNS, *_PLACEMENT))}, "
-        f"bm25(episode_fts) FROM episode_fts JOIN {_PLACED} AS e "
-        f"ON e.id = episode_fts.rowid WHERE episode_fts MATCH ? AND {seen} "
-        "ORDER BY bm25(episode_fts) LIMIT ?", (match, *params, limit))
-    linked, linked_params = view.sql("m")
-    found = []
-    for row in rows:
-        episode = dict(zip((*_NAMES, "scope", "sessionId", "projectId", "sensitivity"),
-                           row[:-1], strict=True))
-        episode["participants"] = json.loads(episode["participants"])
-        episode["tools"] = json.loads(episode["tools"])
-        episode["score"] = round(-float(row[-1]), 6)
+    found: list[dict[str, Any]] = []
+    offset, page = 0, max(_FIRST_PAGE, 4 * limit)
+    while len(found) < limit:
+        rows = odb.sql(_PAGE, (match, page, offset))
+        for row in rows:
+            episode = _placed(row)
+            # an episode carries no tags: the view's own stand in, so tags filter nothing
+            if view.sees(episode["scope"], episode["sessionId"], episode["projectId"],
+                         episode["sensitivity"], list(view.tags)) and len(found) < limit:
+                found.append(episode)
+        if len(rows) < page:
+            break
+        offset, page = offset + page, 2 * page
+    linked, params = view.sql("m")
+    for episode in found:
         episode["memoryIds"] = [r[0] for r in odb.sql(
             "SELECT l.memory_id FROM episode_memories AS l JOIN memories AS m "
             f"ON m.memory_id = l.memory_id WHERE l.episode_id = ? AND {linked} "
-            "ORDER BY l.memory_id LIMIT 20", (episode["episodeId"], *linked_params))]
-        found.append(episode)
+            "ORDER BY l.memory_id LIMIT 20", (episode["episodeId"], *params))]
     return found
+
+
+def _placed(row: tuple[Any, ...]) -> dict[str, Any]:
+    names = (*_NAMES, "score", "sessionId", "projectId", "sensitivity", "scope")
+    episode = dict(zip(names, row, strict=True))
+    episode["participants"] = json.loads(episode["participants"])
+    episode["tools"] = json.loads(episode["tools"])
+    episode["score"] = round(-float(episode["score"]), 6)
+    return episode
