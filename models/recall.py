@@ -215,8 +215,7 @@ def recall(
                      asked=asked)
     warnings: list[str] = []
     answer = _snapshot_answer(odb, search, clock, warnings, episodes)
-    audit_restricted_read(odb, view, answer["nodes"], requester or orchestrator_id, purpose, text,
-                          answer["episodes"])
+    audit_restricted_read(odb, view, answer, requester or orchestrator_id, purpose, text)
     return RecallBundle.model_construct(
         orchestrator_id=orchestrator_id, query=text, mode=mode, warnings=warnings,
         plan=plan_dump(asked),
