@@ -7,12 +7,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from orchmem_testing import make_settings
 
 from orchmem.models.episodes import similar_episodes
 from orchmem.models.storage.execlog import read_log
 from orchmem.models.storage.visibility import View
 from orchmem.worker import MemoryClient
+from orchmem.worker.cli import main
 
 ORCH = "forget-log-bot"
 WORD = "quokkaberry"
@@ -107,6 +109,12 @@ def test_a_hard_forget_where_by_run_erases_every_text_of_that_run(
         {"c-7"}  # where the run belongs stays
     others, _ = read_log(odb_of(memory), run_id=kept.run_id)
     assert [e["kind"] for e in others if "text" in e] == ["prompt", "response", "outcome"]
+    shown = CliRunner().invoke(main, ["--root", str(memory.settings.root), "log", "--orch",
+                                      ORCH, "--run", run.run_id])
+    assert shown.exit_code == 0, shown.output
+    assert WORD not in shown.output
+    assert [line.split()[4] for line in shown.output.splitlines() if "[redacted]" in line] \
+        == ["prompt", "response", "outcome"]
 
 
 def test_a_hard_forget_where_by_conversation_erases_its_runs_texts_matched_or_not(
