@@ -215,7 +215,7 @@ def recall(
                      asked=asked)
     warnings: list[str] = []
     answer = _snapshot_answer(odb, search, clock, warnings, episodes)
-    audit_restricted_read(odb, view, answer["nodes"], requester or orchestrator_id, purpose, text)
+    audit_restricted_read(odb, view, answer, requester or orchestrator_id, purpose, text)
     return RecallBundle.model_construct(
         orchestrator_id=orchestrator_id, query=text, mode=mode, warnings=warnings,
         plan=plan_dump(asked),
@@ -238,7 +238,8 @@ def _snapshot_answer(odb: OrchestratorDB, search: _Search, clock: datetime,
                if search.mode in ("hybrid", "vector") else _no_vector)
     with odb.read():
         answer = _answer(odb, search, encoded, clock, warnings)
-        answer["episodes"] = similar_episodes(odb, search.text) if episodes else []
+        answer["episodes"] = similar_episodes(odb, search.text, view=search.view) \
+            if episodes else []
         answer["watermark"], lagging = recall_watermark(odb, odb.memory.log.max_projection_lag)
     warnings += lagging
     return answer
