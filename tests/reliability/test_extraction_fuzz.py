@@ -101,7 +101,7 @@ def test_hostile_lines_take_linear_work_through_every_entry_point(
         reached: Counter[str]) -> None:
     seen: Counter[str] = Counter()
 
-    @settings(max_examples=EXAMPLES, deadline=None, database=None,
+    @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
     @given(hostile_documents)
     def run(text: str) -> None:
