@@ -31,7 +31,7 @@ from .intent import favoured_types
 from .memlog import MemoryLog
 from .query_vectors import query_vectors
 from .ranking import Features, Ranked, fuse
-from .recall_time import Asked, after_fusion, both, plan_dump, valid_keep, widened
+from .recall_time import Asked, after_fusion, both, focus, plan_dump, valid_keep, widened
 from .restricted_reads import audit_restricted_read
 from .router import Plan
 from .router import plan as route_plan
@@ -210,7 +210,8 @@ def recall(
     if not text.strip():
         return _empty(orchestrator_id, text, mode, started, "empty query")
     asked = _asked(text, clock, as_of_text, latest, params.router if route is None else route)
-    search = _Search(text=text, mode=mode, params=params, limit=limit, types=type_values,
+    searched, asked = focus(odb, text, asked)
+    search = _Search(text=searched, mode=mode, params=params, limit=limit, types=type_values,
                      within=memory_ids, view=view, statuses=asked.statuses(include_inactive),
                      asked=asked)
     warnings: list[str] = []

@@ -6,6 +6,8 @@
   validFrom, else createdAt, or a dated phrase of its content) is favoured;
 - neighbour expansion: the plan's first hits pass a share of their score to the
   memories next to them in the same conversation and to those their edges reach;
+- substance: a memory that only asks, or says almost nothing, has its score lowered
+  after the expansion (models/substance.py), so it still hands its score on first;
 - latest state: each memory is replaced by the head of its Updates chain.
 
 Each step takes and returns ranked lists (models/ranking.py); rows are the node rows
@@ -23,7 +25,9 @@ from typing import Any
 from .ranking import Modifiers, Ranked
 from .router import Plan
 from .schema import Status
-from .storage import chains, neighbours, recall_reads
+from .speakers import speaker, without
+from .substance import Kind, kind
+from .storage import chains, fts, neighbours, recall_reads
 from .storage.database import OrchestratorDB
 from .validity import valid_at
 
@@ -31,6 +35,7 @@ Row = tuple[Any, ...]
 Keep = Callable[[str], bool]
 _STATUS, _CREATED, _UPDATED = recall_reads.STATUS, recall_reads.CREATED_AT, recall_reads.UPDATED_AT
 _FROM, _TO, _REFS = recall_reads.VALID_FROM, recall_reads.VALID_TO, recall_reads.TIME_REFS
+_CONTENT = recall_reads.CONTENT
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,21 @@ class Asked:
         if self.as_of is not None or self.latest:
             return [Status.ACTIVE.value, Status.SUPERSEDED.value]
         return [Status.ACTIVE.value]
+
+
+def focus(odb: OrchestratorDB, text: str, asked: Asked) -> tuple[str, Asked]:
+    """The text to search and the plan with its ``speakers``: the question's names that
+    label many memories are left out of the search (models/speakers.py), unless nothing
+    would be left."""
+    plan = asked.plan
+    if plan is None or plan.speaker_labels <= 0 or not plan.names:
+        return text, asked
+    with odb.read():
+        found = fts.labelled(odb, plan.names, plan.speaker_labels)
+    rest = without(text, found)
+    if not found or not rest:
+        return text, asked
+    return rest, replace(asked, plan=replace(plan, speakers=found))
 
 
 def valid_keep(rows: Mapping[str, Row], as_of: str) -> Keep:
@@ -96,6 +116,18 @@ def boost_window(ranked: list[Ranked], rows: Mapping[str, Row], plan: Plan) -> l
     return sorted(out, key=lambda r: (-r.score, r.memory_id))
 
 
+def boost_speakers(ranked: list[Ranked], rows: Mapping[str, Row], plan: Plan) -> list[Ranked]:
+    """Favour the memories said by someone the question names (score * (1 + boost))."""
+    if plan.speaker_boost <= 0 or not plan.names:
+        return ranked
+    names = set(plan.names)
+    factor = 1.0 + plan.speaker_boost
+    out = [replace(r, score=r.score * factor)
+           if r.memory_id in rows and speaker(rows[r.memory_id][_CONTENT]) in names else r
+           for r in ranked]
+    return sorted(out, key=lambda r: (-r.score, r.memory_id))
+
+
 def expand(odb: OrchestratorDB, ranked: list[Ranked], plan: Plan,
            admit: Callable[[list[str]], set[str]]) -> list[Ranked]:
     """Add the neighbours of the plan's first hits, each with a share of its hit's score
@@ -121,6 +153,20 @@ def expand(odb: OrchestratorDB, ranked: list[Ranked], plan: Plan,
                     memory_id=memory_id, score=inherited, rrf=0.0, vector_rank=None,
                     text_rank=None, modifiers=current.modifiers if current else _NEUTRAL)
     return sorted(scores.values(), key=lambda r: (-r.score, r.memory_id))
+
+
+def weigh_substance(odb: OrchestratorDB, ranked: list[Ranked], rows: Mapping[str, Row],
+                    plan: Plan) -> list[Ranked]:
+    """Lower the score of a memory that asks (x asks factor) or is terse (x terse factor);
+    the contents of neighbours the expansion added are read here."""
+    factors = {Kind.ASKS: plan.asks_factor, Kind.TERSE: plan.terse_factor, Kind.STATES: 1.0}
+    if all(f == 1.0 for f in factors.values()) or not ranked:
+        return ranked
+    texts = {m: row[_CONTENT] for m, row in rows.items()}
+    texts |= recall_reads.contents(odb, [r.memory_id for r in ranked if r.memory_id not in texts])
+    out = [replace(r, score=r.score * factors[kind(texts.get(r.memory_id, ""))])
+           for r in ranked]
+    return sorted(out, key=lambda r: (-r.score, r.memory_id))
 
 
 _NEUTRAL = Modifiers(importance=1.0, recency=1.0, confidence=1.0, contradiction=1.0)
@@ -157,7 +203,9 @@ def after_fusion(odb: OrchestratorDB, ranked: list[Ranked], rows: Mapping[str, R
     """The plan's window and expansion, then latest heads; the best ``limit``."""
     if asked.plan is not None:
         ranked = boost_window(ranked, rows, asked.plan)
+        ranked = boost_speakers(ranked, rows, asked.plan)
         ranked = expand(odb, ranked, asked.plan, admit)
+        ranked = weigh_substance(odb, ranked, rows, asked.plan)
     if asked.latest:
         ranked = to_heads(odb, ranked, asked.as_of, admit)
     return ranked[:limit]

@@ -67,3 +67,17 @@ def search(odb: OrchestratorDB, text: str, *, limit: int, statuses: Sequence[str
         matched = odb.sql("SELECT count(*) FROM memory_fts WHERE memory_fts MATCH ?",
                           [expression])[0][0] if window == limit * 4 else 0
         window = -1 if window * 8 >= matched else window * 8
+
+
+def labelled(odb: OrchestratorDB, names: Sequence[str], at_least: int) -> tuple[str, ...]:
+    """Those of ``names`` that are the first word of at least ``at_least`` memories'
+    content (a speaker's label, models/speakers.py): one indexed FTS5 initial-token
+    query per name, stopping at ``at_least`` matches."""
+    out = []
+    for name in names:
+        expression = 'content : ^"' + name.replace('"', '""') + '"'
+        count = odb.sql("SELECT count(*) FROM (SELECT 1 FROM memory_fts WHERE memory_fts "
+                        "MATCH ? LIMIT ?)", (expression, at_least))[0][0]
+        if count >= at_least:
+            out.append(name)
+    return tuple(out)
