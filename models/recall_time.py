@@ -26,9 +26,9 @@ from .ranking import Modifiers, Ranked
 from .router import Plan
 from .schema import Status
 from .speakers import speaker, without
-from .substance import Kind, kind
 from .storage import chains, fts, neighbours, recall_reads
 from .storage.database import OrchestratorDB
+from .substance import Kind, kind
 from .validity import valid_at
 
 Row = tuple[Any, ...]
