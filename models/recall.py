@@ -31,7 +31,16 @@ from .intent import favoured_types
 from .memlog import MemoryLog
 from .query_vectors import query_vectors
 from .ranking import Features, Ranked, fuse
-from .recall_time import Asked, after_fusion, both, focus, plan_dump, valid_keep, widened
+from .recall_time import (
+    Asked,
+    after_fusion,
+    both,
+    dated,
+    focus,
+    plan_dump,
+    valid_keep,
+    widened,
+)
 from .restricted_reads import audit_restricted_read
 from .router import Plan
 from .router import plan as route_plan
@@ -316,17 +325,22 @@ def _answer(odb: OrchestratorDB, search: _Search, encoded: tuple[np.ndarray, str
     vector_ids = [h.memory_id for h in vector_hits]
     text_ids = [h.memory_id for h in text_hits]
     cosines = {h.memory_id: h.cosine for h in vector_hits}
+    window = dated(odb, search.asked.plan, encoded if vector_available else None,
+                   search.statuses, search.types, lambda ids: _admit(odb, search, ids))
+    cosines.update(window)
     floor = None
     if encoded is not None and vector_available and search.params.min_similarity > 0:
         cosines.update(vectors.similarities(odb, encoded[0], embedder=encoded[1],
                                             ids=[m for m in text_ids if m not in cosines]))
-        floor = relevance_floor(cosines, set(text_ids), search.params)
-    inputs = recall_reads.rank_inputs(odb, [*{*vector_ids, *text_ids}])
+        # A memory of the asked days is held to full text's lower bar.
+        floor = relevance_floor(cosines, {*text_ids, *window}, search.params)
+    inputs = recall_reads.rank_inputs(odb, [*{*vector_ids, *text_ids, *window}])
     rows = {i.memory_id: i.row for i in inputs}
     as_of = search.asked.as_of
     ranked = fuse(vector_ids, text_ids, _features(odb, inputs), search.params, now,
                   widened(search.limit, search.asked), favoured_types(search.text),
-                  keep=both(floor, valid_keep(rows, as_of) if as_of else None))
+                  keep=both(floor, valid_keep(rows, as_of) if as_of else None),
+                  dated_ids=list(window))
     ranked = after_fusion(odb, ranked, rows, search.asked, lambda ids: _admit(odb, search, ids),
                           search.limit)
     found = recall_reads.assembly(odb, [r.memory_id for r in ranked], rows)

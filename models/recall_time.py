@@ -19,14 +19,14 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from datetime import date
+from datetime import date, timedelta
 from typing import Any
 
 from .ranking import Modifiers, Ranked
-from .router import Plan
-from .schema import Status
+from .router import MAX_DATED_SCAN, Plan
+from .schema import MemoryType, Status
 from .speakers import speaker, without
-from .storage import chains, fts, neighbours, recall_reads
+from .storage import chains, fts, neighbours, recall_reads, vectors
 from .storage.database import OrchestratorDB
 from .substance import Kind, kind
 from .validity import valid_at
@@ -96,6 +96,25 @@ def in_window(row: Row, span: tuple[date, date]) -> bool:
         if ref["from"] <= end and start <= ref["to"]:
             return True
     return False
+
+
+def dated(odb: OrchestratorDB, plan: Plan | None, encoded: tuple[Any, str] | None,
+          statuses: list[str], types: list[str] | None,
+          admit: Callable[[list[str]], set[str]]) -> dict[str, float]:
+    """The plan's window list: memories created in its days or up to ``dated_after_days``
+    after, dated inside it (:func:`in_window`), that ``admit`` passes, the best
+    ``dated_hits`` by cosine with the query vector (``encoded``: vector, embedder)."""
+    if plan is None or plan.window is None or plan.dated_hits <= 0 or encoded is None:
+        return {}
+    start, end = plan.window
+    after = (end + timedelta(days=plan.dated_after_days + 1)).isoformat()
+    ids = recall_reads.said_between(odb, start.isoformat(), after, statuses,
+                                    types or [t.value for t in MemoryType], MAX_DATED_SCAN)
+    rows = {i.memory_id: i.row for i in recall_reads.rank_inputs(odb, ids)}
+    inside = admit([m for m in ids if m in rows and in_window(rows[m], plan.window)])
+    cosines = vectors.similarities(odb, encoded[0], embedder=encoded[1], ids=sorted(inside))
+    best = sorted(cosines, key=lambda m: (-cosines[m], m))[:plan.dated_hits]
+    return {m: cosines[m] for m in best}
 
 
 def boost_window(ranked: list[Ranked], rows: Mapping[str, Row], plan: Plan) -> list[Ranked]:

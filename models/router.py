@@ -97,6 +97,11 @@ class Plan:
     #: (0: never); recall fills ``speakers`` with those it left out.
     speaker_labels: int = 0
     speakers: tuple[str, ...] = ()
+    #: With a window: the memories dated inside it (said in it or up to
+    #: ``dated_after_days`` after it), best this many by cosine, are a third list of
+    #: the fusion (0: none): a memory of the asked days the searches did not reach.
+    dated_hits: int = 0
+    dated_after_days: int = 0
 
     def dump(self) -> dict[str, Any]:
         return {"intent": self.intent.value,
@@ -109,7 +114,8 @@ class Plan:
                 "sessionRadius": self.session_radius,
                 "asksFactor": self.asks_factor, "terseFactor": self.terse_factor,
                 "names": list(self.names), "speakerBoost": self.speaker_boost,
-                "speakerLabels": self.speaker_labels, "speakers": list(self.speakers)}
+                "speakerLabels": self.speaker_labels, "speakers": list(self.speakers),
+                "datedHits": self.dated_hits, "datedAfterDays": self.dated_after_days}
 
 
 def classify(query: str, refs: list[TimeRef] | None = None) -> Intent:
@@ -147,6 +153,11 @@ TERSE_FACTOR = 0.6
 SPEAKER_BOOST = 0.5
 #: A name that labels this many memories is a speaker's (models/speakers.py).
 SPEAKER_LABELS = 10
+#: A window's own list: its best memories by cosine, said in it or this many days after.
+DATED_HITS = 10
+DATED_AFTER_DAYS = 7
+#: At most this many memories of a window are compared with the question.
+MAX_DATED_SCAN = 1000
 
 
 def plan(query: str, now: datetime) -> Plan:
@@ -160,4 +171,5 @@ def plan(query: str, now: datetime) -> Plan:
                 expand_hits=hits, expand_share=share, answer_share=ANSWER_SHARE,
                 asks_factor=ASKS_FACTOR, terse_factor=TERSE_FACTOR,
                 names=named(query), speaker_boost=SPEAKER_BOOST,
-                speaker_labels=SPEAKER_LABELS)
+                speaker_labels=SPEAKER_LABELS, dated_hits=DATED_HITS if span else 0,
+                dated_after_days=DATED_AFTER_DAYS)

@@ -59,6 +59,9 @@ _EDGES = ("SELECT edge_id, from_memory_id, to_memory_id, edge_type, weight, reas
           f"FROM memory_edges WHERE from_memory_id IN {_IDS} OR to_memory_id IN {_IDS} "
           "ORDER BY edge_id")
 _CONTENTS = f"SELECT memory_id, content FROM memories WHERE memory_id IN {_IDS}"
+#: On the (status, type, created_at) index: a range of createdAt, bounded.
+_SAID = (f"SELECT memory_id FROM memories WHERE status IN {_IDS} AND type IN {_IDS} "
+         "AND created_at >= ? AND created_at < ? AND +forgotten = 0 ORDER BY created_at LIMIT ?")
 _BRIEFS = (f"SELECT memory_id, type, summary, status FROM memories WHERE memory_id IN {_IDS} "
            "ORDER BY memory_id")
 _SOURCES = ("SELECT memory_id, source_type, source_path, conversation_id, workflow_run_id, "
@@ -131,6 +134,13 @@ def contents(odb: OrchestratorDB, ids: Sequence[str]) -> dict[str, str]:
     if not ids:
         return {}
     return {r[0]: r[1] for r in odb.sql(_CONTENTS, (_json(ids),))}
+
+
+def said_between(odb: OrchestratorDB, start: str, end: str, statuses: Sequence[str],
+                 types: Sequence[str], limit: int) -> list[str]:
+    """The ids of at most ``limit`` live memories of ``statuses`` and ``types`` created
+    in ``[start, end)`` (stored timestamps or their date prefixes), oldest first."""
+    return [r[0] for r in odb.sql(_SAID, (_json(statuses), _json(types), start, end, limit))]
 
 
 def assembly(odb: OrchestratorDB, ids: Sequence[str],
