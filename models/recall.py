@@ -199,8 +199,7 @@ def recall(
     similar past episodes; ``view`` what it sees (visibility.py; a restricted read needs
     a ``purpose``, audited); lagging projections add warnings (watermark.py). ``as_of``:
     what was valid and known then (validity.py); ``latest``: heads of Updates chains;
-    ``route``: the router's plan (router.py, or the caller's planner; None:
-    ``memory.retrieval.router``), shown in the bundle's ``plan``.
+    ``route``: the router's plan (router.py, the caller's planner; None: the settings').
 
     Raises ScopeViolation (logged) for another orchestrator's memory, MemoryValidationError
     for a bad type or query, MemoryCorrupt / MemoryDisabled when the database cannot be
@@ -218,8 +217,8 @@ def recall(
     limit = _limit(top_n, params)
     if not text.strip():
         return _empty(orchestrator_id, text, mode, started, "empty query")
-    asked = _asked(text, clock, as_of_text, latest, params.router if route is None else route)
-    searched, asked = focus(odb, text, asked)
+    route = params.router if route is None else route
+    searched, asked = _asked(odb, text, clock, as_of_text, latest, route)
     search = _Search(text=searched, mode=mode, params=params, limit=limit, types=type_values,
                      within=memory_ids, view=view, statuses=asked.statuses(include_inactive),
                      asked=asked)
@@ -262,12 +261,13 @@ def _check_request(databases: Databases, orchestrator_id: str, query: object,
     make_view(include_restricted=view.include_restricted, purpose=purpose)
 
 
-def _asked(text: str, clock: datetime, as_of: str | None, latest: bool,
-           route: bool | Callable[[str, datetime], Plan]) -> Asked:
-    """What the recall asks about time, with the router's plan when it routes."""
+def _asked(odb: OrchestratorDB, text: str, clock: datetime, as_of: str | None, latest: bool,
+           route: bool | Callable[[str, datetime], Plan]) -> tuple[str, Asked]:
+    """The text to search and what the recall asks about time, with the router's plan
+    when it routes (the plan may leave speakers' names out of the search: focus)."""
     planner = route_plan if route is True else route or None
-    return Asked(as_of=as_of, latest=bool(latest),
-                 plan=planner(text, clock) if planner is not None else None)
+    return focus(odb, text, Asked(as_of=as_of, latest=bool(latest),
+                                  plan=planner(text, clock) if planner is not None else None))
 
 
 @dataclass(frozen=True)
