@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import re
 
-#: Characters of a query the rules look at.
+#: Characters of a query the rules look at, and names taken from it (each name costs
+#: recall one indexed lookup, storage/fts.py ``labelled``).
 MAX_QUERY_CHARS = 500
+MAX_NAMES = 8
 #: A speaker's name before a colon at the start of a memory: one to three capitalised
 #: words (the same label models/substance.py leaves out of a memory's words).
 LABEL = re.compile(r"^\s*([A-Z][\w.'-]*(?: [A-Z][\w.'-]*){0,2}):\s")
@@ -30,7 +32,7 @@ def named(query: str) -> tuple[str, ...]:
     head = query[:MAX_QUERY_CHARS].strip()
     first = re.match(r"\W*\w+", head)
     rest = head[first.end():] if first else head
-    return tuple(dict.fromkeys(_NAME.findall(rest)))
+    return tuple(dict.fromkeys(_NAME.findall(rest)))[:MAX_NAMES]
 
 
 def speaker(content: str) -> str | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchmem.models.speakers import named, speaker, without
+from orchmem.models.speakers import MAX_NAMES, named, speaker, without
 from orchmem.models.substance import Kind, kind
 
 
@@ -53,3 +53,7 @@ def test_without_drops_the_names_and_their_possessive() -> None:
     assert without("When did Joanna go to Nate's house?", ("Joanna", "Nate")) == \
         "When did go to house?"
     assert without("Natey and Nate", ("Nate",)) == "Natey and"
+
+
+def test_a_question_gives_at_most_a_few_names() -> None:
+    assert len(named("Who " + " ".join(f"Name{i}x" for i in range(100)))) == MAX_NAMES
