@@ -299,7 +299,8 @@ def test_the_recall_command_takes_as_of_latest_and_route(tmp_path: Path,
     assert bundle["nodes"][0]["memory"]["memoryId"] == lisbon
     assert bundle["plan"]["latest"] is True and bundle["plan"]["intent"] == "semantic"
     unplanned = json.loads(run("--no-route", "--json").output)
-    assert unplanned["plan"] is None and unplanned["nodes"]
+    assert unplanned.get("plan") is None and unplanned["nodes"]
+    assert json.loads(run("--json").output)["plan"]["intent"] == "semantic"  # on by default
     future = run("--as-of", (NOW + timedelta(days=3)).isoformat())
     assert future.exit_code != 0 and "as_of" in future.output and "future" in future.output
 
