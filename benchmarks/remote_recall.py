@@ -58,12 +58,14 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--concurrency", type=int, default=2)
     parser.add_argument("--root", help="keep the database here and reuse it (default: temp)")
+    parser.add_argument("--task-events", action="store_true",
+                        help="the reader sends Celery task events (reader.task_events)")
     args = parser.parse_args()
     rng = random.Random(7)
     queries = [rng.choice(QUESTIONS).format(p=rng.choice(PEOPLE), t=rng.choice(THINGS))
                for _ in range(args.queries)]
     with temp_root(args.root) as root, redis_server(root / "redis") as url:
-        settings = settings_for(root, url)
+        settings = settings_for(root, url, reader={"task_events": args.task_events})
         orch = f"bench-remote-{args.size}"
         build_s = ensure_built(settings, orch, args.size)
         local, remote = MemoryClient(orch, settings), MemoryClient(orch, settings, remote=True)
@@ -79,7 +81,8 @@ def main() -> None:
                 same += ids_here == ids_there
     lp, rp = percentiles(local_ms), percentiles(remote_ms)
     emit({"benchmark": "remote_recall", "memories": args.size, "queries": args.queries,
-          "reader_concurrency": args.concurrency, "build_s": round(build_s, 1),
+          "reader_concurrency": args.concurrency, "reader_task_events": args.task_events,
+          "build_s": round(build_s, 1),
           "local_ms": lp, "remote_ms": rp,
           "p50_overhead_ms": round(rp["p50"] - lp["p50"], 3),
           "same_ids_and_order": f"{same}/{len(queries)}"})

@@ -180,6 +180,11 @@ class ReaderSettings(Section):
     #: How long a remote recall waits for the reader's answer, beyond its wait for the
     #: caller's own pending writes; then it returns an empty bundle with a warning.
     timeout_s: float = Field(5.0, gt=0.0, le=600.0)
+    #: Celery task events from the reader (two per recall, for Flower). Off by default:
+    #: they cost about a millisecond per recall and Flower would show only task names
+    #: and times (never results); ``orchmem reader --metrics-port`` counts and times
+    #: recalls in Prometheus instead.
+    task_events: bool = False
 
 
 class Settings(BaseSettings):

@@ -31,6 +31,7 @@ from pydantic import Field, TypeAdapter
 
 from orchmem.config import MemoryNotFound, MemoryValidationError, StorageError
 
+from . import log_forget
 from .forget_files import delete_files, processed_files_with
 from .governance_edits import ForgetPolicy, Invalidate, Patch, apply_invalidate, apply_patch
 from .payloads import IdempotencyKey
@@ -46,6 +47,8 @@ from .schema import (
     check_memory_id,
     content_fingerprint,
     derive_id,
+    format_ts,
+    utc_now,
     validate,
 )
 from .storage import deadletters, manifest, memories, receipts
@@ -55,6 +58,7 @@ from .storage.events import add_event
 from .storage.forget import checkpoint_wal, erase
 from .storage.memories import StoredMemory, insert_memory, set_status
 from .storage.outbox import Outbox, prune_done
+from .storage.redaction import cited_events
 from .storage.selection import select
 
 logger = logging.getLogger(__name__)
@@ -185,15 +189,21 @@ def _forget_policy(odb: OrchestratorDB, edit: ForgetPolicy, key: str) -> dict[st
     ids = select(odb, edit.selector(odb.workspace), hard=edit.hard)
     result: dict[str, Any] = {"count": len(ids), "memoryIds": ids, "hard": edit.hard,
                               "dryRun": edit.dry_run}
-    if edit.dry_run or not ids:
+    if edit.dry_run or not (ids or edit.hard):
         return result
-    erased: dict[str, Any] = {"deadLetters": 0, "files": []}
+    erased: dict[str, Any] = {"deadLetters": 0, "files": [], "logEvents": 0, "episodes": 0}
     for memory_id in ids:
         one = _forget(odb, Forget(op="forget", memory_id=memory_id, hard=edit.hard,
                                   reason=edit.reason or "forgotten by policy",
                                   actor=edit.actor), key)
-        erased["deadLetters"] += one.get("erased", {}).get("deadLetters", 0)
-        erased["files"] += one.get("erased", {}).get("files", [])
+        for name, value in one.get("erased", {}).items():
+            erased[name] += value
+    if edit.hard:
+        # the run's (the conversation's runs') own log texts go too, matched or not
+        logged = log_forget.forget_runs(odb, edit.workflow_run_id, edit.conversation_id,
+                                         format_ts(utc_now()))
+        erased["logEvents"] += logged["events"]
+        erased["episodes"] += logged["episodes"]
     # each memory's forget is its own audit event; memory.log gets the policy's count
     odb.log.write("forget_policy", count=len(ids), hard=edit.hard, actor=edit.actor, key=key)
     return {**result, **({"erased": erased} if edit.hard else {})}
@@ -300,15 +310,21 @@ def _forget(odb: OrchestratorDB, edit: Forget, key: str) -> dict[str, Any]:
     files = processed_files_with(odb.workspace, manifest.hashes_of(stored.memory_id))
     dead = deadletters.erase_mentioning([stored.content])
     words = _words_of(stored)
+    cited = cited_events(odb, stored.memory_id)  # before erase() takes its sources
     erase(odb, stored.memory_id)
+    logged = log_forget.forget_memory(odb, stored.memory_id, cited,
+                                      log_forget.content_words(stored.content),
+                                      format_ts(utc_now()))
     add_event("forget_hard", [stored.memory_id],
               before={"type": stored.type, "status": stored.status},
               after={"status": Status.RETRACTED.value, "forgotten": True},
               reason=_redacted(edit.reason, words), actor=edit.actor, key=key)
     odb.log.write("forget", memoryId=stored.memory_id, hard=True, actor=edit.actor, key=key,
-                  deadLetters=dead, files=len(files))
+                  deadLetters=dead, files=len(files), logEvents=logged["events"],
+                  episodes=logged["episodes"])
     return {"memoryIds": [stored.memory_id], "hard": True,
-            "erased": {"deadLetters": dead, "files": files}}
+            "erased": {"deadLetters": dead, "files": files, "logEvents": logged["events"],
+                       "episodes": logged["episodes"]}}
 
 
 def _words_of(stored: StoredMemory) -> set[str]:

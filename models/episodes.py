@@ -23,6 +23,7 @@ from .execlog import LOG_SCHEMA_VERSION
 from .schema import derive_id
 from .storage import episodes as stored
 from .storage.database import OrchestratorDB
+from .storage.visibility import DEFAULT_VIEW, View
 
 #: Version of the summarizer below, stored on every episode.
 SUMMARIZER = "extractive-1"
@@ -97,11 +98,15 @@ def stale_runs(odb: OrchestratorDB, limit: int = 100) -> list[str]:
     return stored.stale_runs(odb, limit)
 
 
-def similar_episodes(odb: OrchestratorDB, query: str, limit: int = 3) -> list[dict[str, Any]]:
-    """The episodes whose title or summary best match ``query`` (bm25 over any of its
-    terms), with the memories each produced; empty when there are none."""
+def similar_episodes(odb: OrchestratorDB, query: str, limit: int = 3,
+                     view: View = DEFAULT_VIEW) -> list[dict[str, Any]]:
+    """The episodes ``view`` may see whose title or summary best match ``query`` (bm25
+    over any of its terms), with the memories each produced that ``view`` sees; empty
+    when there are none. An episode has the scope of its run (its session, else its
+    conversation; its project; else global) and the sensitivity of the most sensitive
+    memory it links (storage/episodes.py)."""
     terms = textquery.query_terms(query)
     if not terms:
         return []
     match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
-    return stored.search(odb, match, limit)
+    return stored.search(odb, match, limit, view)

@@ -203,6 +203,22 @@ def check_log_request(payload: Any, orchestrator_id: str,
     return request
 
 
+def check_step_events(events: Any, orchestrator_id: str, limits: ExecLogSettings
+                      ) -> list[LogEventInput]:
+    """A write-back's ``logEvents`` (its step's events) checked as a log request's
+    events; MemoryValidationError naming ``logEvents.<n>.<field>``, ScopeViolation for
+    a run id of another orchestrator. Empty when there are none."""
+    if events is None or events == []:
+        return []
+    try:
+        return list(check_log_request({"events": events}, orchestrator_id, limits).events)
+    except MemoryValidationError as exc:
+        errors = [{**e, "path": "logEvents" + str(e.get("path", ""))[len("events"):]}
+                  for e in exc.errors]
+        raise MemoryValidationError(exc.message.replace("events", "logEvents", 1),
+                                    errors) from None
+
+
 def _refuse(path: str, message: str) -> NoReturn:
     text = f"{path}: {message}"
     raise MemoryValidationError(text, [{"path": path, "message": message}])

@@ -160,6 +160,9 @@ class WritebackRequest(WireModel):
     channel_transcript: ChannelTranscript | None = None
     workflow_output: WorkflowOutput | None = None
     diagnostics: Diagnostics | None = None
+    #: The events of the step that produced it (execution-log events, checked by
+    #: ``execlog.check_step_events``): appended in the write-back's transaction.
+    log_events: list[dict[str, Any]] = Field(default_factory=list)
 
     @field_validator("requested_at", mode="before")
     @classmethod

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from orchmem.config import EmbeddingError, MemoryValidationError, ScopeViolation
 from orchmem.config.memory_settings import RetrievalSettings
@@ -224,7 +224,7 @@ def recall(
                      asked=asked)
     warnings: list[str] = []
     answer = _snapshot_answer(odb, search, clock, warnings, episodes)
-    audit_restricted_read(odb, view, answer["nodes"], requester or orchestrator_id, purpose, text)
+    audit_restricted_read(odb, view, answer, requester or orchestrator_id, purpose, text)
     return RecallBundle.model_construct(
         orchestrator_id=orchestrator_id, query=text, mode=mode, warnings=warnings,
         plan=plan_dump(asked),
@@ -240,12 +240,15 @@ def _limit(top_n: int | None, params: RetrievalSettings) -> int:
 
 def _snapshot_answer(odb: OrchestratorDB, search: _Search, clock: datetime,
                      warnings: list[str], episodes: bool) -> dict[str, Any]:
-    """The query embedded first (no read transaction waits on the model), then one read
-    snapshot for the answer, the similar episodes and the watermark."""
-    encoded = _embed(odb, search.text, warnings) if search.mode in ("hybrid", "vector") else None
+    """One read snapshot for the answer, the similar episodes and the watermark; the
+    query is embedded on another thread meanwhile, so the full-text search does not
+    wait for the model (nor the model for it)."""
+    encoded = (_embed_ahead(odb, search.text, warnings)
+               if search.mode in ("hybrid", "vector") else _no_vector)
     with odb.read():
         answer = _answer(odb, search, encoded, clock, warnings)
-        answer["episodes"] = similar_episodes(odb, search.text) if episodes else []
+        answer["episodes"] = similar_episodes(odb, search.text, view=search.view) \
+            if episodes else []
         answer["watermark"], lagging = recall_watermark(odb, odb.memory.log.max_projection_lag)
     warnings += lagging
     return answer
@@ -297,33 +300,58 @@ def _check_types(types: Sequence[str] | None) -> list[str] | None:
     return values
 
 
-def _embed(odb: OrchestratorDB, text: str, warnings: list[str]) -> tuple[np.ndarray, str] | None:
-    """The query vector and the embedder's version, or None (and a warning) on failure."""
+Encoded: TypeAlias = "tuple[np.ndarray, str]"
+
+
+def _no_vector() -> Encoded | None:
+    return None
+
+
+def _embed_ahead(odb: OrchestratorDB, text: str, warnings: list[str]
+                 ) -> Callable[[], Encoded | None]:
+    """Start embedding ``text``; the returned call gives the query vector and the
+    embedder's version, or None (and a warning) on failure."""
+    settings = odb.settings.embedding
     try:
-        settings = odb.settings.embedding
         embedder = get_embedder(settings)
-        vector = query_vectors(settings.query_cache_size).vector(embedder,
-                                                                 text[:MAX_EMBED_CHARS])
-        return vector, embedder.version
+        pending = query_vectors(settings.query_cache_size).ahead(embedder,
+                                                                  text[:MAX_EMBED_CHARS])
     except EmbeddingError as exc:
-        warnings.append(f"vector search unavailable ({exc}); answered from full text")
-        odb.log.write("recall_degraded", reason=str(exc)[:300])
-        return None
+        failure = exc
+        return lambda: _degraded(odb, failure, warnings)
+
+    def encoded() -> Encoded | None:
+        try:
+            return pending.result(), embedder.version
+        except EmbeddingError as exc:
+            return _degraded(odb, exc, warnings)
+    return encoded
 
 
-def _answer(odb: OrchestratorDB, search: _Search, encoded: tuple[np.ndarray, str] | None,
+def _degraded(odb: OrchestratorDB, exc: EmbeddingError, warnings: list[str]) -> Encoded | None:
+    warnings.append(f"vector search unavailable ({exc}); answered from full text")
+    odb.log.write("recall_degraded", reason=str(exc)[:300])
+    return None
+
+
+def _answer(odb: OrchestratorDB, search: _Search, embedded: Callable[[], Encoded | None],
             now: datetime, warnings: list[str]) -> dict[str, Any]:
-    """Search, rank and assemble; the caller holds one read snapshot around all of it."""
+    """Search, rank and assemble; the caller holds one read snapshot around all of it.
+    ``embedded`` gives the query vector once the full-text search is done."""
     text_hits = (fts.search(odb, search.text, limit=search.params.top_k_text,
                             statuses=search.statuses, types=search.types, within=search.within,
                             view=search.view)
                  if search.mode in ("hybrid", "text") else [])
+    text_ids = [h.memory_id for h in text_hits]
+    # The rows of the text hits are read while the model still runs; the vector side's
+    # filter reads the rows of what it keeps.
+    read = {i.memory_id: i for i in recall_reads.rank_inputs(odb, text_ids)}
+    encoded = embedded()
     vector_hits: list[vectors.VectorHit] = []
     vector_available = encoded is not None
     if encoded is not None:
-        vector_hits, vector_available = _vector_side(odb, encoded, search, warnings)
+        vector_hits, vector_available = _vector_side(odb, encoded, search, warnings, read)
     vector_ids = [h.memory_id for h in vector_hits]
-    text_ids = [h.memory_id for h in text_hits]
     cosines = {h.memory_id: h.cosine for h in vector_hits}
     window = dated(odb, search.asked.plan, encoded if vector_available else None,
                    search.statuses, search.types, lambda ids: _admit(odb, search, ids))
@@ -334,7 +362,9 @@ def _answer(odb: OrchestratorDB, search: _Search, encoded: tuple[np.ndarray, str
                                             ids=[m for m in text_ids if m not in cosines]))
         # A memory of the asked days is held to full text's lower bar.
         floor = relevance_floor(cosines, {*text_ids, *window}, search.params)
-    inputs = recall_reads.rank_inputs(odb, [*{*vector_ids, *text_ids, *window}])
+    read.update((i.memory_id, i) for i in recall_reads.rank_inputs(
+        odb, [m for m in window if m not in read]))
+    inputs = [read[m] for m in dict.fromkeys([*text_ids, *vector_ids, *window]) if m in read]
     rows = {i.memory_id: i.row for i in inputs}
     as_of = search.asked.as_of
     ranked = fuse(vector_ids, text_ids, _features(odb, inputs), search.params, now,
@@ -382,12 +412,17 @@ def relevance_floor(cosines: dict[str, float], text_ids: set[str],
     return keep
 
 
-def _vector_side(odb: OrchestratorDB, encoded: tuple[np.ndarray, str], search: _Search,
-                 warnings: list[str]) -> tuple[list[vectors.VectorHit], bool]:
+def _vector_side(odb: OrchestratorDB, encoded: Encoded, search: _Search,
+                 warnings: list[str], read: dict[str, recall_reads.RankInputs]
+                 ) -> tuple[list[vectors.VectorHit], bool]:
+    """The vector hits that pass the recall's filters; their rows are added to ``read``."""
     query_vector, version = encoded
 
     def keep(ids: list[str]) -> set[str]:
-        return recall_reads.passing(odb, ids, search.statuses, search.types, search.view)
+        kept = recall_reads.passing_inputs(odb, [m for m in ids if m not in read],
+                                           search.statuses, search.types, search.view)
+        read.update(kept)
+        return set(kept) | {m for m in ids if m in read}
 
     hits, total = vectors.search(odb, query_vector, embedder=version,
                                  limit=search.params.top_k_vector, keep=keep,

@@ -8,7 +8,7 @@ query's length, never its text or any content), whether or not it found any.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .storage.database import OrchestratorDB
@@ -17,15 +17,21 @@ from .storage.visibility import View
 MAX_PURPOSE_CHARS = 500
 
 
-def audit_restricted_read(odb: OrchestratorDB, view: View, nodes: Sequence[Any],
+def audit_restricted_read(odb: OrchestratorDB, view: View, answer: Mapping[str, Any],
                           requester: str, purpose: str | None, query: str) -> list[str]:
     """Write the audit event of a restricted read (``view`` includes restricted memories;
-    nothing otherwise); returns the restricted ids read."""
+    nothing otherwise): the restricted memories among ``answer["nodes"]`` and the
+    restricted episodes (linking a restricted memory) among ``answer["episodes"]``.
+    Returns the restricted memory ids read."""
     if not view.include_restricted:
         return []
+    nodes: Sequence[Any] = answer["nodes"]
+    episodes: Sequence[dict[str, Any]] = answer.get("episodes", ())
     ids = [n.memory.memory_id for n in nodes
            if getattr(n.memory.sensitivity, "value", n.memory.sensitivity) == "restricted"]
+    shown = [e["episodeId"] for e in episodes if e.get("sensitivity") == "restricted"]
     odb.log.write("restricted_read", requester=requester,
                   purpose=str(purpose)[:MAX_PURPOSE_CHARS],
-                  memoryIds=ids, returned=len(nodes), queryChars=len(query))
+                  memoryIds=ids, returned=len(nodes), queryChars=len(query),
+                  **({"episodeIds": shown} if shown else {}))
     return ids

@@ -11,10 +11,10 @@ from typing import Any
 
 from celery import shared_task
 
-from orchmem.models.episodes import project_run, stale_runs
 from orchmem.models.execlog import check_log_request
+from orchmem.models.logwrite import append_and_project
 from orchmem.models.schema import format_ts, utc_now
-from orchmem.models.storage import execlog, receipts
+from orchmem.models.storage import receipts
 from orchmem.models.storage.database import OrchestratorDB
 
 from .base import MemoryTask
@@ -38,17 +38,12 @@ def log_events(self: MemoryTask, orchestrator_id: str, payload: dict[str, Any]) 
             stored = receipts.final_result_in_transaction(key)
             if stored is not None:
                 return {**stored, "duplicate": True}
-            done = execlog.append(odb, key, list(request.events), now)
-            runs = list(dict.fromkeys([*done.ended_runs, *stale_runs(odb)]))
-            episodes = [e for e in (project_run(odb, run, now) for run in runs) if e]
             result = {"ok": True, "task": self.name, "orchestratorId": odb.orchestrator_id,
-                      "idempotencyKey": key, "eventIds": done.event_ids,
-                      "appended": len(done.appended),
-                      "replayed": len(done.event_ids) - len(done.appended),
-                      "lastSeq": done.last_seq, "episodeIds": episodes}
+                      "idempotencyKey": key,
+                      **append_and_project(odb, key, list(request.events), now)}
             receipts.finish(key, receipts.DONE, result)
         odb.log.write("log_appended", key=key, appended=result["appended"],
-                      replayed=result["replayed"], episodes=len(episodes))
+                      replayed=result["replayed"], episodes=len(result["episodeIds"]))
         return {**result, "duplicate": False}
 
     return self.pipeline(orchestrator_id, payload, body)

@@ -35,7 +35,7 @@ from orchmem.models.embedding import get_embedder
 from orchmem.models.reembed import reembed_batch, remaining
 from orchmem.models.reflect import reflect_due
 from orchmem.models.schema import format_ts, utc_now
-from orchmem.models.storage import receipts
+from orchmem.models.storage import fts, receipts
 from orchmem.models.storage.database import (
     OrchestratorDB,
     known_orchestrators,
@@ -210,16 +210,20 @@ def integrity_check(self: MemoryTask, orchestrator_id: str,
 
 @shared_task(base=MemoryTask, bind=True, name=GC, kind="gc", tracked=False)
 def gc(self: MemoryTask, orchestrator_id: str, payload: dict[str, Any]) -> dict[str, Any]:
-    """Drop finished receipts older than the retention, optimize, checkpoint the WAL."""
+    """Drop finished receipts older than the retention, merge the full-text index,
+    optimize, checkpoint the WAL."""
 
     def body(odb: OrchestratorDB, key: str) -> dict[str, Any]:
         days = self.settings.beat.receipt_retention_days
         cutoff = format_ts(utc_now() - timedelta(days=days))
         removed = receipts.remove_finished_before(odb, cutoff)
+        segments = fts.merge_segments(odb)
         checkpoint = optimize_and_checkpoint(odb)
         result = {"ok": True, "task": self.name, "orchestratorId": orchestrator_id,
-                  "receiptsRemoved": removed, "walCheckpoint": list(checkpoint)}
-        odb.log.write("gc", receiptsRemoved=removed, retentionDays=days)
+                  "receiptsRemoved": removed, "textSegmentsMerged": segments,
+                  "walCheckpoint": list(checkpoint)}
+        odb.log.write("gc", receiptsRemoved=removed, retentionDays=days,
+                      textSegmentsMerged=segments)
         return result
 
     return self.pipeline(orchestrator_id, payload, body)

@@ -108,9 +108,11 @@ def kwargs_repr(kwargs: dict[str, Any]) -> str:
 
 
 def send(app: Celery, task: str, kwargs: dict[str, Any], *, task_id: str | None = None,
-         expires_s: float | None = None) -> AsyncResult:
+         expires_s: float | None = None, ignore_result: bool = False) -> AsyncResult:
     """Send one message (routed by the app's shard router), or run it here in immediate
-    mode. Raises BrokerUnavailable when the broker refuses or cannot be reached."""
+    mode. ``ignore_result``: nothing is stored in (or awaited from) the result store,
+    for a task that answers its caller another way. Raises BrokerUnavailable when the
+    broker refuses or cannot be reached."""
     if app.conf.task_always_eager:
         return app.tasks[task].apply(kwargs=kwargs, task_id=task_id)
     try:
@@ -121,7 +123,7 @@ def send(app: Celery, task: str, kwargs: dict[str, Any], *, task_id: str | None 
             app.backend.forget(task_id)
         return app.send_task(task, kwargs=kwargs, task_id=task_id, kwargsrepr=kwargs_repr(kwargs),
                              expires=expires_s, retry=True, retry_policy=RETRY_POLICY,
-                             headers=_route_headers(app))
+                             headers=_route_headers(app), ignore_result=ignore_result)
     except (OperationalError, KombuError, RedisError, OSError, RuntimeError) as exc:
         # RuntimeError: Celery's Redis result consumer gives up subscribing that way.
         detail = " ".join(str(exc).split()) if not isinstance(exc, RuntimeError) else \

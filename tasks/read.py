@@ -7,11 +7,19 @@ recalls, the task waits (at most ``wait_s``) for the receipts of the caller's ow
 unfinished writes, as the local path does (read-your-writes).
 
 The answer is plain JSON: ``{"ok": true, "bundle": <RecallBundle JSON>, "pending":
-[keys still not committed]}``, or ``{"ok": false, "error": code, "message"}``.
+[keys still not committed]}``, or ``{"ok": false, "error": code, "message"}``. It goes
+back on the list the message names in ``reply`` (the client waits on it with one
+``BLPOP``, which also removes it; an answer nobody takes expires after
+``REPLY_TTL_S``), not through Celery's result store: that costs a subscription, a
+read before the write, a stored copy and a delete per recall (README "Several hosts").
+A message without ``reply`` (a client of an earlier release) gets its answer from the
+result store as before.
 """
 
 from __future__ import annotations
 
+import logging
+import re
 import time
 from typing import Any
 
@@ -23,12 +31,19 @@ from orchmem.models.storage import receipts
 from orchmem.models.storage.database import Databases
 from orchmem.models.storage.visibility import make_view
 
+logger = logging.getLogger(__name__)
+
 RECALL_READ = "orchmem.read.recall"
 #: First and slowest pause between two looks at the pending receipts.
 POLL_S = 0.005
 MAX_POLL_S = 0.1
 #: Most pending keys one read waits for (the client keeps at most 10,000).
 MAX_PENDING = 10_000
+#: The only keys a reader writes an answer to: a message cannot name another key (a
+#: queue, a result) for the reader to overwrite.
+REPLY_KEY = re.compile(r"orchmem\.reply\.[0-9a-f]{32}")
+#: Seconds an answer waits on its list for a client that gave up (it holds memory text).
+REPLY_TTL_S = 60
 
 
 def wait_for_receipts(databases: Databases, orchestrator_id: str, keys: list[str],
@@ -79,9 +94,23 @@ def _check(pending: Any, options: Any) -> tuple[list[str], dict[str, Any]]:
 @shared_task(bind=True, name=RECALL_READ, acks_late=False, ignore_result=False,
              track_started=False)
 def recall_read(self: Any, orchestrator_id: str, query: str, options: dict[str, Any],
-                pending: list[str], wait_s: float) -> dict[str, Any]:
-    """Recall for ``orchestrator_id`` after its caller's ``pending`` writes committed."""
-    databases: Databases = self.app.databases
+                pending: list[str], wait_s: float, reply: str | None = None
+                ) -> dict[str, Any]:
+    """Recall for ``orchestrator_id`` after its caller's ``pending`` writes committed;
+    the answer also goes to the ``reply`` list when the message names one."""
+    if reply is not None and not (isinstance(reply, str) and REPLY_KEY.fullmatch(reply)):
+        logger.warning("recall for %r refused: its reply key is not orchmem.reply.<32 hex> "
+                       "(%d chars)", str(orchestrator_id)[:80], len(str(reply)))
+        return {"ok": False, "error": "validation",
+                "message": "reply: not an orchmem.reply.<32 hex> key"}
+    answer = _recall(self.app.databases, orchestrator_id, query, options, pending, wait_s)
+    if reply is not None:
+        self.app.reply(reply, answer, REPLY_TTL_S)
+    return answer
+
+
+def _recall(databases: Databases, orchestrator_id: str, query: str, options: Any,
+            pending: Any, wait_s: float) -> dict[str, Any]:
     try:
         keys, opts = _check(pending, options)
         left = wait_for_receipts(databases, orchestrator_id, keys, float(wait_s))

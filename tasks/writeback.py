@@ -11,10 +11,13 @@ from celery import shared_task
 from orchmem.config import EmbeddingError
 from orchmem.models import batch_vectors
 from orchmem.models.embedding import get_embedder
+from orchmem.models.execlog import check_step_events
 from orchmem.models.extraction import load_extractor
+from orchmem.models.logwrite import append_and_project
 from orchmem.models.payloads import check_writeback
 from orchmem.models.proposals import build
 from orchmem.models.reconcile import Proposed
+from orchmem.models.schema import format_ts, utc_now
 from orchmem.models.storage.database import OrchestratorDB
 from orchmem.models.writeback import write_memories
 
@@ -30,7 +33,9 @@ def writeback(self: MemoryTask, orchestrator_id: str, payload: dict[str, Any]) -
     """Validate ``payload`` (a WritebackRequest), extract, embed, reconcile, store.
 
     Returns ``{"ok", "memoryIds", "created", "reinforced", "superseded", "contradicted",
-    "edgeIds", "embedded", "skipped", "ignoredKeys", "duplicate", ...}``. A redelivered
+    "edgeIds", "embedded", "skipped", "ignoredKeys", "duplicate", ...}``, and ``"log"``
+    (as the log task's result) when it carries its step's ``logEvents``, appended in the
+    same transaction as its memories and its receipt. A redelivered
     or re-published payload (same idempotency key) returns the stored result and
     writes nothing.
     """
@@ -47,10 +52,16 @@ def writeback(self: MemoryTask, orchestrator_id: str, payload: dict[str, Any]) -
             proposals.skipped.append({
                 "from": "limit", "reason": f"{len(proposals.items) - len(items)} memories over "
                 f"memory.writeback.max_memories_per_task ({limits.max_memories_per_task})"})
+        events = check_step_events(request.log_events, odb.orchestrator_id, odb.memory.log)
         items, embedder = embed_proposals(self, odb, items)
+
+        def log_step(result: dict[str, Any]) -> None:
+            # the step's events commit with its memories and the one receipt
+            result["log"] = append_and_project(odb, key, events, format_ts(utc_now()))
+
         result = write_memories(
             odb, key=key, task=self.name, memories=items, edges=request.edges,
-            embedder=embedder,
+            embedder=embedder, also=log_step if events else None,
             extra_result={"skipped": proposals.skipped, "ignoredKeys": proposals.ignored_keys})
         odb.log.write("writeback", key=key, created=result["created"],
                       reinforced=result["reinforced"], superseded=result["superseded"],

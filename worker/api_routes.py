@@ -186,7 +186,8 @@ def writeback(m: Admitted, body: JsonBody,
             memories=data.get("memories"), edges=data.get("edges"),
             transcript=data.get("channelTranscript"),
             workflow_output=data.get("workflowOutput"), diagnostics=data.get("diagnostics"),
-            idempotency_key=data.get("idempotencyKey"))
+            idempotency_key=data.get("idempotencyKey"),
+            log_events=data.get("logEvents") or None)
     return _answer(m, handle, wait)
 
 

@@ -8,9 +8,11 @@ tasks use (``task.app.settings``, ``task.app.databases``).
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
+import redis
 from celery import Celery, signals
 from kombu import Queue
 
@@ -21,6 +23,7 @@ from orchmem.tasks.maintenance import FANOUT
 from orchmem.tasks.publish import send
 
 from .broker import broker_url as resolve_broker_url
+from .redis_clients import broker_client
 from .routing import ShardRouter, all_queues, queue_name, read_queues
 
 logger = logging.getLogger(__name__)
@@ -39,6 +42,10 @@ TASK_MODULES = (
 )
 
 
+#: An answer and its expiry in one atomic step (never a list that outlives its TTL).
+_REPLY_SCRIPT = "redis.call('LPUSH', KEYS[1], ARGV[1]); redis.call('EXPIRE', KEYS[1], ARGV[2])"
+
+
 class OrchmemCelery(Celery):
     """A Celery app that knows orchmem's settings and this process's databases."""
 
@@ -51,6 +58,16 @@ class OrchmemCelery(Celery):
         self.settings = settings
         #: A reader worker's app opens the files read-only (``orchmem reader``).
         self.databases = Databases(settings, readonly=readonly)
+        self._replies: redis.Redis | None = None
+
+    def reply(self, key: str, answer: dict[str, Any], ttl_s: int) -> None:
+        """Push ``answer`` (JSON) onto the list ``key`` that a client waits on, expiring
+        after ``ttl_s`` if nobody takes it (tasks/read.py)."""
+        if self._replies is None:
+            self._replies = broker_client(self.conf.broker_url, self.settings,
+                                          socket_connect_timeout=2, socket_timeout=5)
+        self._replies.eval(_REPLY_SCRIPT, 1, key, json.dumps(answer, separators=(",", ":")),
+                           ttl_s)
 
     def queue_of(self, task: str, kwargs: dict[str, Any], shards: int | None = None) -> str:
         """The queue ``task`` with ``kwargs`` is routed to, under ``shards`` shards (default:

@@ -37,7 +37,7 @@ from orchmem.config import (
 )
 from orchmem.models.bulletin import Bulletin
 from orchmem.models.edits import EDIT_ADAPTER
-from orchmem.models.execlog import check_log_request
+from orchmem.models.execlog import check_step_events
 from orchmem.models.memlog import MemoryLog
 from orchmem.models.payloads import check_writeback, with_default_sources
 from orchmem.models.recall import RecallBundle, check_scope, recall
@@ -49,7 +49,6 @@ from orchmem.models.storage.outbox import Outbox
 from orchmem.models.storage.visibility import View, make_view
 from orchmem.tasks.bulletin import BULLETIN
 from orchmem.tasks.edits import EDIT
-from orchmem.tasks.execlog import LOG
 from orchmem.tasks.ingest import INGEST_SCAN
 from orchmem.tasks.publish import Envelope, envelope, publish, resend, send_envelope
 from orchmem.tasks.writeback import WRITEBACK
@@ -62,7 +61,7 @@ from .pending import PendingWrites
 from .redis_clients import broker_client
 from .reflection_client import ReflectionMixin
 from .remote import empty_bundle, remote_recall
-from .runlog import RunLog
+from .runlog import LogCalls
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +71,7 @@ BROKER_BACKOFF_S = 5.0
 CATCH_UP_BATCH = 100
 
 
-class MemoryClient(ReflectionMixin, GovernanceCalls, ContextCalls):
+class MemoryClient(ReflectionMixin, GovernanceCalls, ContextCalls, LogCalls):
     """The memory of one orchestrator, as that orchestrator uses it.
 
     ``settings`` default to :func:`load_settings` (``orchmem.toml`` / ``ORCHMEM_*``).
@@ -105,6 +104,8 @@ class MemoryClient(ReflectionMixin, GovernanceCalls, ContextCalls):
         self._shared_app = app
         self._broker_down_until = 0.0
         self._redis: redis.Redis | None = None
+        #: Remote recall's connection for answers, and the longest wait it serves.
+        self._replies: tuple[redis.Redis, float] | None = None
         self.outbox = Outbox(self.databases.workspace(orchestrator_id).outbox_path,
                              self.settings.worker.busy_timeout_ms)
         self._pending = PendingWrites(self.databases, orchestrator_id,
@@ -261,19 +262,22 @@ class MemoryClient(ReflectionMixin, GovernanceCalls, ContextCalls):
                    transcript: dict[str, Any] | None = None,
                    workflow_output: dict[str, Any] | None = None,
                    diagnostics: dict[str, Any] | None = None,
-                   idempotency_key: str | None = None) -> WriteHandle:
+                   idempotency_key: str | None = None,
+                   log_events: Sequence[dict[str, Any]] | None = None) -> WriteHandle:
         """Publish a write-back; returns at once with a handle (``ok`` False if refused).
 
         ``memories``/``edges`` as in SPEC.md; ``transcript`` =
         ``{"conversationId", "channel"?, "messages": [{"role", "text"}]}``;
         ``workflow_output`` = ``{"workflowRunId", "stepId", "output": text | JSON}``;
-        ``diagnostics`` = ``{"runId"?, "findings": [{"severity", "text", "component"?}]}``.
+        ``diagnostics`` = ``{"runId"?, "findings": [{"severity", "text", "component"?}]}``;
+        ``log_events``: the execution-log events of the step that produced it (as
+        :meth:`log_event` takes them), written in the same transaction and receipt.
         """
         payload: dict[str, Any] = {}
         for name, value in (("memories", memories), ("edges", edges),
                             ("channelTranscript", transcript),
                             ("workflowOutput", workflow_output), ("diagnostics", diagnostics),
-                            ("idempotencyKey", idempotency_key)):
+                            ("idempotencyKey", idempotency_key), ("logEvents", log_events)):
             if value is not None:
                 payload[name] = list(value) if isinstance(value, list | tuple) else value
         if "memories" in payload:
@@ -285,6 +289,7 @@ class MemoryClient(ReflectionMixin, GovernanceCalls, ContextCalls):
         check_writeback(payload, self.databases.workspace(self.orchestrator_id),
                         max_memories=limits.max_memories_per_task,
                         max_content_chars=limits.max_content_chars)
+        check_step_events(payload.get("logEvents"), self.orchestrator_id, self.memory.log)
 
     def _edit(self, payload: dict[str, Any]) -> WriteHandle:
         """Publish an edit, checked here first by the model the worker uses."""
@@ -353,23 +358,6 @@ class MemoryClient(ReflectionMixin, GovernanceCalls, ContextCalls):
                              {"idempotencyKey": f"ingest-{uuid.uuid4().hex}"})
 
     # -- reads ------------------------------------------------------------------
-
-    def log_event(self, *, events: Sequence[dict[str, Any]],
-                  idempotency_key: str | None = None) -> WriteHandle:
-        """Append events to the execution log (see :mod:`orchmem.models.execlog`);
-        returns a handle at once, refused (``ok`` False, field errors) like a write-back."""
-        payload: dict[str, Any] = {"events": list(events) if isinstance(events, list | tuple)
-                                   else events}  # anything else: refused by the check
-        if idempotency_key is not None:
-            payload["idempotencyKey"] = idempotency_key
-        return self._publish(LOG, "log", payload, check=lambda p: check_log_request(
-            p, self.orchestrator_id, self.memory.log))
-
-    def run(self, name: str | None = None, *, run_id: str | None = None,
-            replay: bool = False, conversation_id: str | None = None) -> RunLog:
-        """A run of the execution log, as a context manager (see :mod:`.runlog`)."""
-        return RunLog(self, name, run_id=run_id, replay=replay,
-                      conversation_id=conversation_id)
 
     def get(self, memory_ids: Sequence[str]) -> list[MemoryNode]:
         """These memories of this orchestrator (any status), in the order asked; unknown

@@ -38,9 +38,13 @@ class GovernanceCalls:
         """Forget every memory the selectors match (all must hold): ``memory_ids``,
         ``before`` (created before an ISO date or timestamp), a session, a project, a
         source (conversation, workflow run, ingested file path) and ``tags``; soft
-        (retracted) unless ``hard`` (erased, as :meth:`forget` erases).
+        (retracted) unless ``hard`` (erased, as :meth:`forget` erases; a hard forget
+        naming a ``workflow_run_id`` or ``conversation_id`` also erases the texts of
+        that run's, or that conversation's runs', execution-log events and rebuilds
+        their episodes, whether or not a memory matched).
 
-        ``handle.wait()`` gives ``{"count": n, "memoryIds": [...], "hard", "dryRun"}``;
+        ``handle.wait()`` gives ``{"count": n, "memoryIds": [...], "hard", "dryRun"}``
+        (a hard one adds ``"erased"``, with ``logEvents`` and ``episodes`` counts);
         with ``dry_run`` nothing changes. A forget that matches nothing gives count 0.
         """
         return self._edit({

@@ -23,7 +23,8 @@ from pydantic import Field
 
 from orchmem.config import MemoryNotFound, OrchmemError, Settings
 from orchmem.models.recall import check_scope
-from orchmem.models.schema import MemoryType
+from orchmem.models.schema import MemoryType, utc_now
+from orchmem.models.validity import check_as_of
 
 from .client import MemoryClient, WriteHandle
 
@@ -39,6 +40,16 @@ outdated, `supersede` it with the corrected statement; `forget` one that must go
 def _fail(exc: OrchmemError) -> ToolError:
     """The SDK's anticipated failure: its message reaches the model (others are hidden)."""
     return ToolError(f"{exc.code}: {exc.message}")
+
+
+_MEMORY_FIELDS = ("memoryId", "type", "content", "importance", "confidence", "status",
+                  "createdAt", "validFrom", "validTo")
+_EPISODE_FIELDS = ("episodeId", "runId", "title", "summary", "outcome", "participants",
+                   "tools", "startedAt", "endedAt", "memoryIds", "score")
+
+
+def _memory(dumped: dict[str, Any], score: float) -> dict[str, Any]:
+    return {**{k: dumped.get(k) for k in _MEMORY_FIELDS}, "score": score}
 
 
 class MemoryTools:
@@ -81,18 +92,37 @@ class MemoryTools:
                                                 )] = None,
         project_id: Annotated[str | None, Field(description="This project: its memories "
                                                 "too.")] = None,
+        as_of: Annotated[str | None, Field(description="What was true and known at this "
+                                           "time (ISO 8601 with a time zone, e.g. "
+                                           "2024-05-01T10:00:00Z; not in the future)."
+                                           )] = None,
+        latest: Annotated[bool, Field(description="Only the latest state of each subject "
+                                      "(the newest of a chain of updates).")] = False,
+        route: Annotated[bool | None, Field(description="Plan the search by the kind of "
+                                            "question (what happened, when, similar case); "
+                                            "default: the orchestrator's setting.")] = None,
+        episodes: Annotated[bool, Field(description="Also similar past runs (episodes): "
+                                        "title, summary, outcome.")] = False,
     ) -> dict[str, Any]:
         """Find the stored memories most relevant to a question, best first. Each has a
         memoryId (cite it, or pass it to supersede/forget), its type, content,
-        importance, confidence and status."""
+        importance, confidence, status and validity window; ``plan`` says how the search
+        was planned, ``episodes`` lists similar past runs when asked."""
+        try:
+            check_as_of(as_of, utc_now())  # a tool error naming as_of, not an empty answer
+        except OrchmemError as exc:
+            raise _fail(exc) from None
         bundle = self.client.recall(query, top_n=top_n, include_inactive=include_inactive,
-                                    session_id=session_id, project_id=project_id)
-        memories = [{"memoryId": n.memory.memory_id, "type": n.memory.type.value,
-                     "content": n.memory.content, "importance": n.memory.importance,
-                     "confidence": n.memory.confidence, "status": n.memory.status.value,
-                     "createdAt": n.memory.dump().get("createdAt"),
-                     "score": round(n.scores.score, 6)} for n in bundle.nodes]
-        return {"memories": memories, "warnings": bundle.warnings}
+                                    session_id=session_id, project_id=project_id,
+                                    as_of=as_of, latest=latest, route=route,
+                                    episodes=episodes)
+        memories = [_memory(n.memory.dump(), round(n.scores.score, 6)) for n in bundle.nodes]
+        found: dict[str, Any] = {"memories": memories, "warnings": bundle.warnings,
+                                 "plan": bundle.plan}
+        if episodes:
+            found["episodes"] = [{k: e[k] for k in _EPISODE_FIELDS if k in e}
+                                 for e in bundle.episodes]
+        return found
 
     def bulletin(self) -> str:
         """The short briefing of what matters now: knowledge summary, active goals, open

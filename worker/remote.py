@@ -10,17 +10,21 @@ Read-your-writes holds as on the local path: the request carries this client's
 unfinished write keys, and the reader waits (at most
 ``memory.retrieval.read_your_writes_timeout_s``) for their receipts before recalling.
 A reader that does not answer within that wait plus ``reader.timeout_s`` gives an empty
-bundle with a warning, never a hang. The stored result is deleted once read (it holds
-memory text).
+bundle with a warning, never a hang. The answer comes back on a list of its own
+(``orchmem.reply.<uuid>``, tasks/read.py) that one ``BLPOP`` waits on and empties: it
+holds memory text, so nothing of it stays in the broker once read, and an answer
+nobody took expires within a minute.
 """
 
 from __future__ import annotations
 
+import json
+import uuid
 from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from celery.exceptions import TimeoutError as CeleryTimeout
+import redis
 
 from orchmem.config import OrchmemError
 from orchmem.models.recall import RecallBundle
@@ -93,14 +97,11 @@ def ask_reader(client: MemoryClient, query: str, *, top_n: int | None = None,
     kwargs = {"orchestrator_id": client.orchestrator_id, "query": query,
               "options": _options(top_n, types, include_inactive, memory_ids, view, asked),
               "pending": pending, "wait_s": wait_s}
-    try:
-        result = send(client.app, RECALL_READ, kwargs, expires_s=timeout)
-        value = result.get(timeout=timeout, propagate=False)
-        result.forget()
-    except CeleryTimeout:
+    value = _ask(client, kwargs, timeout)
+    if value is None:
         queue = queue_for(client.settings, client.orchestrator_id, RECALL_READ)
         raise ReaderUnavailable(f"no reader answered within {timeout:g}s (is `orchmem "
-                                f"reader` running for queue {queue}?)") from None
+                                f"reader` running for queue {queue}?)")
     if not isinstance(value, dict) or not value.get("ok"):
         reason = value.get("message") if isinstance(value, dict) else repr(value)[:200]
         raise OrchmemError(f"reader refused: {reason}")
@@ -112,6 +113,31 @@ def ask_reader(client: MemoryClient, query: str, *, top_n: int | None = None,
                 "memories may be missing")
         bundle = bundle.model_copy(update={"warnings": [*bundle.warnings, note]})
     return bundle
+
+
+def _ask(client: MemoryClient, kwargs: dict[str, Any], timeout: float) -> Any:
+    """The reader's answer, or None when none came within ``timeout``."""
+    if client.app.conf.task_always_eager:  # immediate mode: the task runs right here
+        return send(client.app, RECALL_READ, kwargs).get(propagate=False)
+    reply = f"orchmem.reply.{uuid.uuid4().hex}"
+    send(client.app, RECALL_READ, {**kwargs, "reply": reply}, expires_s=timeout,
+         ignore_result=True)
+    try:
+        got = _replies(client, timeout).blpop([reply], timeout=timeout)
+    except redis.RedisError as exc:
+        raise ReaderUnavailable(f"the broker failed while waiting for the reader: {exc}"
+                                ) from exc
+    return None if got is None else json.loads(got[1])
+
+
+def _replies(client: MemoryClient, timeout: float) -> redis.Redis:
+    """The client's connection for answers; its socket outlasts the longest wait."""
+    cached = client._replies
+    if cached is None or cached[1] < timeout:
+        conn = broker_client(client.app.conf.broker_url, client.settings,
+                             socket_connect_timeout=2, socket_timeout=timeout + 5)
+        cached = client._replies = (conn, timeout)
+    return cached[0]
 
 
 #: How long `orchmem recall` listens for a running reader before recalling by itself.

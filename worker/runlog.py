@@ -7,26 +7,78 @@
             step.write_back(workflow_output={"output": {"decisions": ["Patch the parser"]}})
         run.checkpoint("s3://bucket/state/42.json", schema_version=1)
 
-Every event is one message on the one publish path (task ``orchmem.log``, outboxed
-like a write-back), with an idempotency key that is the run's own count of its events
+Every event has an idempotency key that is the run's own count of its events
 (``<runId>/<n>``) unless given: replaying a run with the same run id appends nothing
-twice. A step's write-back names the run and the step in its memories' provenance
+twice. A run's own events (start, end, checkpoints, outcome) are one message each on
+the one publish path (task ``orchmem.log``, outboxed like a write-back). A step's
+events are held until the step writes back or ends: ``step.write_back`` carries the
+events so far in its write-back (``logEvents``), so the worker writes them with the
+memories, in one transaction with one receipt, and the step's end sends what is left
+as one log message. Held events are not in the log until then; a step that never
+ends (its process died) logs nothing more, as its write-back never happened either.
+
+A step's write-back names the run and the step in its memories' provenance
 (``workflowRunId``/``stepId``), which is how a memory cites its log events
 (``orchmem log --memory``). A run in replay mode marks every event ``replay``: the
-orchestrator must not repeat a tool call's side effects then (``run.replay``).
+orchestrator must not repeat a tool call's side effects then (``run.replay``). A run
+placed in a session or project (``session_id``, ``project_id``; its
+``conversation_id`` is its session otherwise) gives an episode only that session's
+or project's recalls see.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
-from orchmem.models.execlog import digest_of, event_id_for, first_sentence_of, new_run_id
+from orchmem.models.execlog import (
+    check_log_request,
+    digest_of,
+    event_id_for,
+    first_sentence_of,
+    new_run_id,
+)
+from orchmem.tasks.execlog import LOG
 
 from .handles import WriteHandle
 
 if TYPE_CHECKING:
+    from orchmem.config.memory_settings import MemorySettings
+
     from .client import MemoryClient
+
+
+class LogCalls:
+    """``log_event`` and ``run``, mixed into ``MemoryClient``."""
+
+    orchestrator_id: str
+    memory: MemorySettings
+
+    if TYPE_CHECKING:  # provided by MemoryClient
+        def _publish(self, task: str, kind: str, payload: dict[str, Any], *,
+                     expires_s: float | None = None,
+                     check: Callable[[dict[str, Any]], object] | None = None
+                     ) -> WriteHandle: ...
+
+    def log_event(self, *, events: Sequence[dict[str, Any]],
+                  idempotency_key: str | None = None) -> WriteHandle:
+        """Append events to the execution log (see :mod:`orchmem.models.execlog`);
+        returns a handle at once, refused (``ok`` False, field errors) like a write-back."""
+        payload: dict[str, Any] = {"events": list(events) if isinstance(events, list | tuple)
+                                   else events}  # anything else: refused by the check
+        if idempotency_key is not None:
+            payload["idempotencyKey"] = idempotency_key
+        return self._publish(LOG, "log", payload, check=lambda p: check_log_request(
+            p, self.orchestrator_id, self.memory.log))
+
+    def run(self, name: str | None = None, *, run_id: str | None = None,
+            replay: bool = False, conversation_id: str | None = None,
+            session_id: str | None = None, project_id: str | None = None) -> RunLog:
+        """A run of the execution log, as a context manager (see :mod:`.runlog`)."""
+        return RunLog(cast("MemoryClient", self), name, run_id=run_id, replay=replay,
+                      conversation_id=conversation_id, session_id=session_id,
+                      project_id=project_id)
 
 
 class RunLog:
@@ -34,30 +86,47 @@ class RunLog:
 
     def __init__(self, client: MemoryClient, name: str | None = None, *,
                  run_id: str | None = None, replay: bool = False,
-                 conversation_id: str | None = None) -> None:
+                 conversation_id: str | None = None, session_id: str | None = None,
+                 project_id: str | None = None) -> None:
         self.client = client
         self.name = name
         self.run_id = run_id or new_run_id(client.orchestrator_id)
         self.replay = replay
         self.conversation_id = conversation_id
+        self.placement = {k: v for k, v in (("conversationId", conversation_id),
+                                            ("sessionId", session_id),
+                                            ("projectId", project_id)) if v}
         self._count = 0
         #: Every handle of this run's events, in order (``ok`` False: not published).
         self.handles: list[WriteHandle] = []
 
-    def event(self, kind: str, *, step_id: str | None = None,
-              idempotency_key: str | None = None, **fields: Any) -> str:
-        """Log one event of this run; returns its eventId (known before it is written)."""
+    def make(self, kind: str, *, step_id: str | None = None,
+             idempotency_key: str | None = None, **fields: Any) -> tuple[dict[str, Any], str]:
+        """The next event of this run, not sent, and its eventId."""
         self._count += 1
         key = idempotency_key or f"{self.run_id}/{self._count}"
         event = {"runId": self.run_id, "kind": kind, "idempotencyKey": key,
                  "replay": self.replay, **({"stepId": step_id} if step_id else {}),
                  **{_camel(k): v for k, v in fields.items() if v is not None}}
-        self.handles.append(self.client.log_event(events=[event]))
-        return event_id_for(self.client.orchestrator_id, key)
+        return event, event_id_for(self.client.orchestrator_id, key)
+
+    def event(self, kind: str, *, step_id: str | None = None,
+              idempotency_key: str | None = None, **fields: Any) -> str:
+        """Log one event of this run now; returns its eventId (known before it is
+        written)."""
+        event, event_id = self.make(kind, step_id=step_id, idempotency_key=idempotency_key,
+                                    **fields)
+        self.send([event])
+        return event_id
+
+    def send(self, events: list[dict[str, Any]]) -> WriteHandle:
+        """Publish ``events`` as one log message (one transaction)."""
+        handle = self.client.log_event(events=events)
+        self.handles.append(handle)
+        return handle
 
     def __enter__(self) -> RunLog:
-        data = {"conversationId": self.conversation_id} if self.conversation_id else None
-        self.event("run_start", name=self.name, data=data)
+        self.event("run_start", name=self.name, data=dict(self.placement) or None)
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
@@ -91,23 +160,36 @@ class RunLog:
 
 
 class StepLog:
-    """A step of a run: ``step_start``/``step_end`` around the ``with`` block."""
+    """A step of a run: ``step_start``/``step_end`` around the ``with`` block; its
+    events are held and sent with its write-back, or together when it ends."""
 
     def __init__(self, run: RunLog, step_id: str, name: str | None) -> None:
         self.run, self.step_id, self.name = run, step_id, name
         self.event_id: str | None = None
+        #: Events of this step not sent yet.
+        self.held: list[dict[str, Any]] = []
 
     def __enter__(self) -> StepLog:
-        self.event_id = self.run.event("step_start", step_id=self.step_id, name=self.name)
+        self.event_id = self._hold("step_start", name=self.name)
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        self.run.event("step_end", step_id=self.step_id, parent_id=self.event_id,
-                       status="ok" if exc is None else "error")
+        self._event("step_end", status="ok" if exc is None else "error")
+        self.flush()
+
+    def flush(self) -> WriteHandle | None:
+        """Send the held events now, as one log message; None when none are held."""
+        held, self.held = self.held, []
+        return self.run.send(held) if held else None
+
+    def _hold(self, kind: str, **fields: Any) -> str:
+        event, event_id = self.run.make(kind, step_id=self.step_id, **fields)
+        self.held.append(event)
+        return event_id
 
     def _event(self, kind: str, **fields: Any) -> str:
-        return self.run.event(kind, step_id=self.step_id, parent_id=self.event_id, **fields)
+        return self._hold(kind, parent_id=self.event_id, **fields)
 
     def prompt(self, text: str, *, actor: str | None = None, keep_text: bool = True) -> str:
         return self._text("prompt", text, actor, keep_text)
@@ -127,9 +209,11 @@ class StepLog:
                            idempotency_key=idempotency_key)
 
     def write_back(self, **kwargs: Any) -> WriteHandle:
-        """``memory.write_back`` whose memories cite this run and step: a
+        """``memory.write_back`` whose memories cite this run and step (a
         ``workflow_output`` gets them as ``workflowRunId``/``stepId``, an explicit
-        memory without a source gets a workflow-output source naming them."""
+        memory without a source gets a workflow-output source naming them), carrying
+        the step's held events: the worker writes both in one transaction. When the
+        write-back is refused before it is sent, the events are sent on their own."""
         run_id = self.run.run_id
         output = kwargs.get("workflow_output")
         if isinstance(output, dict):
@@ -142,7 +226,13 @@ class StepLog:
             kwargs["memories"] = [{**m, "source": dict(source)}
                                   if isinstance(m, dict) and "source" not in m else m
                                   for m in memories]
-        return self.run.client.write_back(**kwargs)
+        held, self.held = self.held, []
+        handle = self.run.client.write_back(**kwargs, log_events=held or None)
+        if held:
+            self.run.handles.append(handle)
+            if not handle.ok and not handle.outboxed:
+                self.run.send(held)  # what happened is logged even if the write was refused
+        return handle
 
 
 def _camel(name: str) -> str:

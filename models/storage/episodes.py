@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .database import OrchestratorDB
+    from .visibility import View
 
 
 _COLUMNS = ("episode_id", "run_id", "title", "summary", "participants", "tools", "outcome",
@@ -75,23 +76,72 @@ def stale_runs(odb: OrchestratorDB, limit: int = 100) -> list[str]:
         "SELECT run_id FROM log_runs WHERE status = 'ended' LIMIT ?", (limit,))]
 
 
-def search(odb: OrchestratorDB, match: str, limit: int) -> list[dict[str, Any]]:
-    """Episodes matching the FTS5 expression ``match``, best first (bm25), each with up
-    to 20 of its memories; empty when the file has no episodes yet (schema < 5)."""
+# Where an episode belongs, read from its run (no column holds it, so files of schema 5
+# and 6 answer the same): the session its run_start named, else the run's conversation
+# (a transcript's conversation is its session); the project its run_start named.
+_RUN_START = ("(SELECT json_extract(l.data, '$.{key}') FROM log_events AS l "
+              "WHERE l.run_id = ep.run_id AND l.kind = 'run_start' ORDER BY l.seq LIMIT 1)")
+_SESSION = (f"coalesce({_RUN_START.format(key='sessionId')}, (SELECT r.conversation_id "
+            "FROM log_runs AS r WHERE r.run_id = ep.run_id))")
+_PROJECT = _RUN_START.format(key="projectId")
+_RANKS = ("public", "internal", "confidential", "restricted")
+#: The most sensitive of the memories it links (internal, a memory's default, if none).
+_SENSITIVITY = (
+    "coalesce((SELECT m.sensitivity FROM episode_memories AS em JOIN memories AS m "
+    "ON m.memory_id = em.memory_id WHERE em.episode_id = ep.episode_id ORDER BY CASE "
+    "m.sensitivity " + " ".join(f"WHEN '{n}' THEN {i}" for i, n in enumerate(_RANKS))
+    + " ELSE 3 END DESC LIMIT 1), 'internal')")
+#: One page of matches, best first, with their placement: computed for the page only
+#: (for every match it cost 5x the search at 10k episodes: benchmarks/episode_views.py).
+_PAGE = (
+    "SELECT p.*, CASE WHEN p.session_id IS NOT NULL THEN 'session' "
+    "WHEN p.project_id IS NOT NULL THEN 'project' ELSE 'global' END FROM (SELECT "
+    f"{', '.join('ep.' + c for c in _COLUMNS)}, ep.rank, {_SESSION} AS session_id, "
+    f"{_PROJECT} AS project_id, {_SENSITIVITY} AS sensitivity FROM (SELECT e.*, "
+    "bm25(episode_fts) AS rank FROM episode_fts JOIN episodes AS e "
+    "ON e.id = episode_fts.rowid WHERE episode_fts MATCH ? ORDER BY rank LIMIT ? OFFSET ?"
+    ") AS ep) AS p")
+_FIRST_PAGE = 16
+
+
+def search(odb: OrchestratorDB, match: str, limit: int, view: View) -> list[dict[str, Any]]:
+    """Episodes matching the FTS5 expression ``match`` that ``view`` may see, best first
+    (bm25), each with its placement (``scope``, ``sessionId``, ``projectId``,
+    ``sensitivity``) and up to 20 of the memories it links that ``view`` sees; empty
+    when the file has no episodes yet (schema < 5).
+
+    An episode is placed like a memory: in its run's session (or project, or global),
+    as sensitive as the most sensitive memory it links, and ``view`` (tags aside: an
+    episode has none) decides as it does for memories. Matches are read a page at a
+    time, each page twice the last, until ``limit`` are seen or none are left."""
     if not odb.sql("SELECT 1 FROM sqlite_master WHERE name = 'episode_fts'"):
         return []
-    rows = odb.sql(
-        f"SELECT {', '.join('e.' + c for c in _COLUMNS)}, bm25(episode_fts) "
-        "FROM episode_fts JOIN episodes AS e ON e.id = episode_fts.rowid "
-        "WHERE episode_fts MATCH ? ORDER BY bm25(episode_fts) LIMIT ?", (match, limit))
-    found = []
-    for row in rows:
-        episode = dict(zip(_NAMES, row[:-1], strict=True))
-        episode["participants"] = json.loads(episode["participants"])
-        episode["tools"] = json.loads(episode["tools"])
-        episode["score"] = round(-float(row[-1]), 6)
+    found: list[dict[str, Any]] = []
+    offset, page = 0, max(_FIRST_PAGE, 4 * limit)
+    while len(found) < limit:
+        rows = odb.sql(_PAGE, (match, page, offset))
+        for row in rows:
+            episode = _placed(row)
+            # an episode carries no tags: the view's own stand in, so tags filter nothing
+            if view.sees(episode["scope"], episode["sessionId"], episode["projectId"],
+                         episode["sensitivity"], list(view.tags)) and len(found) < limit:
+                found.append(episode)
+        if len(rows) < page:
+            break
+        offset, page = offset + page, 2 * page
+    linked, params = view.sql("m")
+    for episode in found:
         episode["memoryIds"] = [r[0] for r in odb.sql(
-            "SELECT memory_id FROM episode_memories WHERE episode_id = ? LIMIT 20",
-            (episode["episodeId"],))]
-        found.append(episode)
+            "SELECT l.memory_id FROM episode_memories AS l JOIN memories AS m "
+            f"ON m.memory_id = l.memory_id WHERE l.episode_id = ? AND {linked} "
+            "ORDER BY l.memory_id LIMIT 20", (episode["episodeId"], *params))]
     return found
+
+
+def _placed(row: tuple[Any, ...]) -> dict[str, Any]:
+    names = (*_NAMES, "score", "sessionId", "projectId", "sensitivity", "scope")
+    episode = dict(zip(names, row, strict=True))
+    episode["participants"] = json.loads(episode["participants"])
+    episode["tools"] = json.loads(episode["tools"])
+    episode["score"] = round(-float(episode["score"]), 6)
+    return episode

@@ -138,6 +138,11 @@ def as_event(row: tuple[Any, ...]) -> dict[str, Any]:
     event = {name: value for name, value in zip(names, row, strict=True) if value is not None}
     if "data" in event:
         event["data"] = json.loads(event["data"])
+        # a hard forget's marker (redaction.py): shown as its own field
+        if isinstance(event["data"], dict) and "$redacted" in event["data"]:
+            event["redacted"] = event["data"].pop("$redacted")
+            if not event["data"]:
+                del event["data"]
     event["replay"] = bool(row[17])
     return event
 

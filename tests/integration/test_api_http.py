@@ -18,6 +18,7 @@ from orchmem_testing import WorkerProcess, unique_id, wait_until
 
 from orchmem.config import Settings
 from orchmem.models.embedding import Embedder
+from orchmem.models.execlog import new_run_id
 from orchmem.models.memlog import read_log
 from orchmem.models.recall import recall as local_recall
 from orchmem.models.storage.database import Databases
@@ -133,6 +134,21 @@ def test_writeback_validates_with_the_workers_models(http: httpx.Client,
                        json={"memories": [_memory("The office plant is a fern")],
                              "idempotencyKey": "plant-1"})
     assert queued.status_code in (200, 202) and queued.json()["idempotencyKey"] == "plant-1"
+
+
+def test_a_writeback_carries_its_steps_log_events_over_http(http: httpx.Client,
+                                                            api: ApiServer) -> None:
+    run_id = new_run_id(ALPHA)
+    step = [{"runId": run_id, "kind": "prompt", "stepId": "s1", "idempotencyKey": f"{run_id}/1",
+             "text": "Which coffee does the team drink?"}]
+    written = http.post(f"{BASE}/{ALPHA}/writeback", headers=api.auth(ALPHA), json={
+        "memories": [_memory("The team drinks espresso")], "logEvents": step})
+    assert written.status_code == 200, written.text
+    assert written.json()["result"]["log"]["appended"] == 1
+    bad = _error(http.post(f"{BASE}/{ALPHA}/writeback", headers=api.auth(ALPHA), json={
+        "memories": [_memory("The team drinks tea")],
+        "logEvents": [{**step[0], "kind": "launch"}]}), 422, "validation")
+    assert bad["errors"][0]["path"] == "logEvents.0.kind"
 
 
 def test_edits_supersede_retract_link_and_forget(http: httpx.Client, api: ApiServer) -> None:

@@ -13,7 +13,9 @@ from orchmem_testing import distinct_texts, make_settings, unique_id
 
 from orchmem.config import MemoryValidationError
 from orchmem.models.embedding import Embedder
+from orchmem.models.execlog import new_run_id
 from orchmem.models.memlog import read_log
+from orchmem.models.schema import derive_id
 from orchmem.models.storage import receipts
 from orchmem.tasks.batch import FAILURE, SUCCESS, Waiting, apply_batch, run_one
 from orchmem.tasks.publish import envelope
@@ -100,3 +102,33 @@ def test_a_batch_gives_the_same_results_as_one_by_one_and_a_replay_writes_nothin
     odb = app.databases.open(batched)
     with odb.read():
         assert odb.sql("SELECT count(*) FROM memories") == [(7,)]
+
+
+def test_in_a_batch_each_steps_log_events_commit_or_roll_back_with_its_memories(
+        app: Any) -> None:
+    task = app.tasks[WRITEBACK]
+    orch = unique_id("batch-log")
+    run_id = new_run_id(orch)
+    unknown = derive_id("m", orch, "never-written", 0)
+
+    def step(n: int, edges: list[dict[str, Any]] | None = None) -> Waiting:
+        return waiting(orch, {
+            "memories": [{"type": "Fact", "key": "x", "content": f"Step {n} chose plan {n}",
+                          "source": MANUAL}],
+            "edges": edges or [],
+            "logEvents": [{"runId": run_id, "kind": "prompt", "stepId": f"s{n}",
+                           "text": f"Choose a plan for step {n}",
+                           "idempotencyKey": f"{run_id}/{n}"}],
+            "idempotencyKey": f"step-{n}"})
+
+    items = [step(0), step(1, [{"fromMemoryId": "x", "toMemoryId": unknown,
+                                "edgeType": "RelatedTo"}]), step(2)]
+    outcomes = apply_batch(task, items)
+    assert [o.state for o in outcomes] == [SUCCESS, FAILURE, SUCCESS]
+    assert [outcomes[i].value["log"]["appended"] for i in (0, 2)] == [1, 1]
+    odb = app.databases.open(orch)
+    with odb.read():
+        steps = odb.sql("SELECT step_id FROM log_events ORDER BY seq")
+        contents = odb.sql("SELECT content FROM memories ORDER BY id")
+    assert [r[0] for r in steps] == ["s0", "s2"]
+    assert [r[0] for r in contents] == ["Step 0 chose plan 0", "Step 2 chose plan 2"]

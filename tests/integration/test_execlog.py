@@ -13,6 +13,7 @@ from orchmem_testing import make_settings
 from orchmem.models.episodes import similar_episodes
 from orchmem.models.execlog import event_id_for
 from orchmem.models.storage.execlog import events_of_memory, read_log, run_of
+from orchmem.models.storage.visibility import View
 from orchmem.models.storage.watermark import lag_warnings, projection_status
 from orchmem.worker import MemoryClient
 
@@ -51,7 +52,12 @@ def a_run(memory: MemoryClient, name: str = "triage ticket 42", prompt: str = PA
 def test_a_run_is_logged_in_order_with_digests_versions_and_its_run_row(
         memory: MemoryClient) -> None:
     run = a_run(memory)
-    assert all(r and r["ok"] and r["appended"] == 1 for r in run.wait())
+    results = run.wait()
+    assert all(r and r["ok"] for r in results)
+    # the step's events up to its write-back went with it (one transaction), the rest
+    # of the step at its end; the run's own events one by one
+    assert [r.get("log", r)["appended"] for r in results if r] == [1, 3, 1, 1, 1, 1]
+    assert "log" in results[1] and results[1]["memoryIds"]
     events, cursor = read_log(odb_of(memory), run_id=run.run_id)
     assert cursor is None
     assert [e["kind"] for e in events] == ["run_start", "step_start", "prompt", "tool_call",
@@ -98,13 +104,16 @@ def test_an_ended_run_becomes_an_episode_that_recall_returns_for_a_similar_case(
         memory: MemoryClient) -> None:
     run = a_run(memory)
     a_run(memory, "renew the TLS certificate", "The certificate of the web site expires soon.")
-    [episode, *_] = similar_episodes(odb_of(memory), "parser crash with empty input")
+    [episode, *_] = similar_episodes(odb_of(memory), "parser crash with empty input",
+                                     view=View(session_id="c-42"))
     assert episode["runId"] == run.run_id
+    assert (episode["scope"], episode["sessionId"]) == ("session", "c-42")
     assert episode["tools"] == ["search_tickets"] and episode["participants"] == ["planner"]
     assert episode["outcome"] == "ok" and episode["summarizer"] == "extractive-1"
     assert "The parser crashes on empty input." in episode["summary"]
     assert episode["memoryCount"] == 1 and len(episode["memoryIds"]) == 1
-    bundle = memory.recall("parser crash with empty input", episodes=True)
+    bundle = memory.recall("parser crash with empty input", episodes=True,
+                           session_id="c-42")
     assert bundle.episodes[0]["runId"] == run.run_id
     assert memory.recall("parser crash").episodes == []
 

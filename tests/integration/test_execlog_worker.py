@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from orchmem.config import Settings
 from orchmem.models.episodes import similar_episodes
+from orchmem.models.schema import derive_id
 from orchmem.models.storage.database import Databases
 from orchmem.models.storage.execlog import read_log
 from orchmem.worker import MemoryClient
@@ -38,7 +39,10 @@ def test_a_run_through_the_worker_is_logged_once_and_becomes_an_episode(
                 "Billing 2.3 goes to the canary hosts first"]}})
         run.outcome("deployed", "Billing 2.3 runs on every host.")
     results = run.wait(TIMEOUT)
-    assert all(r and r["ok"] and r["appended"] == 1 for r in results), results
+    assert all(r and r["ok"] for r in results), results
+    # run_start; the step's first three events with its write-back; step_end; outcome;
+    # run_end
+    assert [r.get("log", r)["appended"] for r in results if r] == [1, 3, 1, 1, 1], results
     assert memory.wait_for_writes(TIMEOUT) == []
     odb = Databases(settings, readonly=True).open(orch_id, create=False)
     assert odb is not None
@@ -67,3 +71,36 @@ def test_a_run_through_the_worker_is_logged_once_and_becomes_an_episode(
     text = cli(settings, "log", "--orch", orch_id, "--limit", "2").output
     assert "run_start" in text and "--cursor" in text
     assert cli(settings, "log", "--orch", orch_id, "--since", "soon").exit_code == 2
+
+
+def test_a_steps_events_and_its_write_back_commit_together_or_not_at_all(
+        app: OrchmemCelery, settings: Settings, orch_id: str) -> None:
+    memory = MemoryClient(orch_id, settings, app=app)
+    unknown = derive_id("m", orch_id, "never-written", 0)
+    with memory.run("file the incident") as run:
+        with run.step("triage") as step:
+            step.prompt("Which team owns the paging outage?", actor="triager")
+            done = step.write_back(memories=[
+                {"type": "Fact", "content": "The paging outage belongs to the SRE team"}]
+            ).wait(TIMEOUT)
+        with run.step("link") as linking:
+            linking.prompt("Link it to the earlier incident.", actor="triager")
+            refused = linking.write_back(
+                memories=[{"type": "Fact", "key": "new",
+                           "content": "The paging outage repeats the March incident"}],
+                edges=[{"fromMemoryId": "new", "toMemoryId": unknown,
+                        "edgeType": "RelatedTo"}]).wait(TIMEOUT)
+    assert done is not None and done["ok"], done
+    # one task, one receipt: the memory and the step's first two events
+    assert done["log"]["appended"] == 2 and len(done["log"]["eventIds"]) == 2
+    assert refused is not None and not refused["ok"], refused
+    assert all(r is not None for r in run.wait(TIMEOUT))
+    odb = Databases(settings, readonly=True).open(orch_id, create=False)
+    assert odb is not None
+    events, _ = read_log(odb, run_id=run.run_id)
+    assert [(e["kind"], e.get("stepId")) for e in events] == [
+        ("run_start", None), ("step_start", "triage"), ("prompt", "triage"),
+        ("step_end", "triage"), ("step_end", "link"), ("run_end", None)]
+    assert [m.content for m in memory.get(done["memoryIds"])] == [
+        "The paging outage belongs to the SRE team"]
+    assert "March" not in repr(memory.recall("paging outage incident").nodes)

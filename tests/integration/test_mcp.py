@@ -123,3 +123,57 @@ def test_mcp_over_http_needs_a_token_of_its_orchestrator(tmp_path: Path,
     assert seen["tools"] == TOOLS
     memory_id = seen["remember"]["memoryIds"][0]
     assert seen["recall"]["memories"][0]["memoryId"] == memory_id
+
+
+async def _time_session(params: StdioServerParameters) -> dict[str, Any]:
+    async def recall(**arguments: Any) -> Any:
+        return await client.call_tool("recall", {"query": "deploy target", **arguments})
+
+    seen: dict[str, Any] = {}
+    async with Client(params) as client:
+        seen["schema"] = {t.name: t for t in (await client.list_tools()).tools
+                          }["recall"].input_schema["properties"]
+        seen["history"] = (await recall(include_inactive=True)).structured_content
+        seen["latest"] = (await recall(include_inactive=True, latest=True)).structured_content
+        seen["before"] = (await recall(as_of="2001-01-01T00:00:00Z")).structured_content
+        seen["routed"] = (await recall(route=True)).structured_content
+        seen["episodes"] = (await recall(episodes=True)).structured_content
+        seen["bad"] = await recall(as_of="last tuesday")
+        seen["future"] = await recall(as_of="2999-01-01T00:00:00Z")
+    return seen
+
+
+def test_mcp_recall_takes_as_of_latest_route_and_episodes_like_the_client(
+        tmp_path: Path) -> None:
+    from orchmem.worker import MemoryClient
+
+    settings = immediate_settings(tmp_path / "root")
+    orch = unique_id("mcp-time")
+    memory = MemoryClient(orch, settings, immediate=True)
+    with memory.run("move the deploy target") as run, run.step("decide") as step:
+        step.prompt("Where does the deploy target go now?")
+        first = step.write_back(memories=[{"type": "Decision",
+                                           "content": "The deploy target is staging"}]).wait(30)
+    old_id = first["memoryIds"][0]
+    renewed = memory.supersede(old_id, content="The deploy target is production").wait(30)
+    new_id = renewed["supersededBy"]
+    local = memory.recall("deploy target", route=True, episodes=True)
+    command = str(Path(sys.executable).with_name("orchmem"))
+    params = StdioServerParameters(command=command, args=["mcp", "--orch", orch, "--immediate"],
+                                   env=settings_env(settings))
+    seen = anyio.run(_time_session, params)
+
+    assert {"as_of", "latest", "route", "episodes"} <= set(seen["schema"])
+    assert {m["memoryId"] for m in seen["history"]["memories"]} == {old_id, new_id}
+    assert [m["memoryId"] for m in seen["latest"]["memories"]] == [new_id]
+    assert seen["latest"]["plan"]["latest"] is True
+    assert seen["before"]["memories"] == []
+    assert seen["before"]["plan"]["asOf"] == "2001-01-01T00:00:00.000000Z"
+    assert seen["routed"]["plan"]["intent"] == local.plan["intent"]
+    assert [m["memoryId"] for m in seen["routed"]["memories"]] == local.memory_ids
+    assert [e["runId"] for e in seen["episodes"]["episodes"]] == [run.run_id]
+    assert seen["episodes"]["episodes"][0]["memoryIds"] == \
+        local.episodes[0]["memoryIds"]
+    assert "episodes" not in seen["history"]
+    for refused in (seen["bad"], seen["future"]):
+        assert refused.is_error and "validation: as_of" in refused.content[0].text

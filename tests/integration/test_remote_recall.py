@@ -30,7 +30,7 @@ class ReaderProcess(WorkerProcess):
         self.log_path = self.settings.root / "logs" / f"test-reader-{time.time_ns()}.log"
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         args = [sys.executable, "-m", "orchmem.worker", "reader", "--concurrency", "2",
-                "--logfile", str(self.log_path), "--loglevel", "INFO"]
+                "--logfile", str(self.log_path), "--loglevel", "INFO", *self.extra_args]
         self.process = subprocess.Popen(args, env=settings_env(self.settings),
                                         stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
                                         start_new_session=True)
@@ -142,3 +142,84 @@ def test_a_remote_recall_asks_the_reader_about_time_and_episodes(
     assert remote.recall("where is the team offsite?", latest=True).memory_ids[0] == new
     future = remote.recall("offsite", as_of="2099-01-01T00:00:00+00:00")
     assert future.nodes == [] and "as_of" in future.warnings[0]  # refused by the reader
+
+
+def _broker(settings: Settings, app: OrchmemCelery) -> Any:
+    from orchmem.worker.redis_clients import broker_client
+    return broker_client(app.conf.broker_url, settings)
+
+
+def test_a_remote_answer_leaves_nothing_in_the_broker(settings: Settings, app: OrchmemCelery,
+                                                       reader: ReaderProcess) -> None:
+    """The answer holds memory text: it travels on a reply list that the client's BLPOP
+    empties, not in a stored task result (which lived for a day)."""
+    orch = unique_id("remote-reply")
+    local = MemoryClient(orch, settings)
+    text = f"The boathouse code word is {unique_id('heron')}"
+    assert local.write_back(memories=[_memory(text)]).wait(60)["ok"]
+    remote = MemoryClient(orch, settings, remote=True)
+    assert remote.recall("boathouse code word").nodes[0].memory.content == text
+    broker = _broker(settings, app)
+    assert list(broker.scan_iter("orchmem.reply.*")) == []
+    for key in broker.scan_iter("celery-task-meta-*"):  # no stored copy of the answer
+        assert text.encode() not in (broker.get(key) or b""), key
+
+
+def test_a_reader_writes_only_to_reply_keys(settings: Settings, app: OrchmemCelery,
+                                           reader: ReaderProcess) -> None:
+    """A message naming another key (a queue, a result) for the answer is refused: the
+    reader never writes there. An answer nobody takes expires within a minute."""
+    from orchmem.tasks.publish import send
+    from orchmem.tasks.read import RECALL_READ, REPLY_TTL_S
+
+    broker = _broker(settings, app)
+    orch = unique_id("remote-keys")
+    base = {"orchestrator_id": orch, "query": "anything", "options": {}, "pending": [],
+            "wait_s": 0.0}
+    victim = f"{settings.queue_prefix}.victim"
+    broker.set(victim, "untouched")
+    for bad in (victim, "orchmem.reply.XYZ", "orchmem.reply." + "a" * 31, 7):
+        answer = send(app, RECALL_READ, {**base, "reply": bad}).get(timeout=30)
+        assert answer["ok"] is False and answer["error"] == "validation", bad
+    assert broker.get(victim) == b"untouched" and broker.type(victim) == b"string"
+    nobody = "orchmem.reply." + "b" * 32
+    send(app, RECALL_READ, {**base, "reply": nobody}).get(timeout=30)
+    assert broker.llen(nobody) == 1 and 0 < broker.ttl(nobody) <= REPLY_TTL_S
+    broker.delete(nobody, victim)
+
+
+def test_a_reader_sends_no_task_events_and_counts_recalls_in_prometheus(isolated: Any) -> None:
+    """reader.task_events is off by default (two events per recall, for Flower); with
+    --metrics-port the reader counts and times its recalls instead."""
+    import urllib.request
+
+    from orchmem_testing import free_port, wait_until
+
+    from orchmem.worker.app import create_app
+
+    settings = isolated(shards=1)
+    app = create_app(settings)
+    orch = unique_id("remote-quiet")
+    assert MemoryClient(orch, settings, immediate=True).write_back(
+        memories=[_memory("The kiln is fired on Tuesdays")]).wait(30)["ok"]
+    port = free_port()
+    process = ReaderProcess(settings, extra_args=["--metrics-port", str(port)]).start(app)
+    events = _broker(settings, app).pubsub()
+    events.psubscribe("*celeryev/task.*")
+    try:
+        bundle = MemoryClient(orch, settings, remote=True).recall("when is the kiln fired?")
+        assert bundle.warnings == [] and "kiln" in bundle.nodes[0].memory.content
+        text = wait_until(lambda: (lambda t: t if "orchmem.read.recall" in t else None)(
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5)
+            .read().decode()), 30, message="reader metrics")
+        assert 'orchmem_tasks_total{outcome="SUCCESS",task="orchmem.read.recall"} 1.0' in text
+        channels = set()
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline:
+            message = events.get_message(timeout=0.2)
+            if message and message["type"] == "pmessage":
+                channels.add(message["channel"].decode().rsplit("/", 1)[-1])
+        assert channels <= {"task.sent"}, channels  # the client's; none from the reader
+    finally:
+        events.close()
+        process.stop()

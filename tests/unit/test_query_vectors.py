@@ -52,3 +52,47 @@ def test_size_zero_turns_the_cache_off() -> None:
     cache.vector(model, "a")
     assert model.calls == 2 and len(cache) == 0
     assert query_vectors(3) is query_vectors(3)
+
+
+def test_ahead_computes_on_another_thread_and_keeps_the_vector() -> None:
+    import threading
+
+    seen: list[str] = []
+
+    class Threaded(Counting):
+        def encode(self, texts: Sequence[str]) -> np.ndarray:
+            seen.append(threading.current_thread().name)
+            return super().encode(texts)
+
+    cache, model = QueryVectors(4), Threaded()
+    first = cache.ahead(model, "when is the launch?").result(timeout=5)
+    assert seen and seen[0].startswith("orchmem-embed")
+    again = cache.ahead(model, "when is the launch?")
+    assert again.done() and again.result() is first and model.calls == 1
+
+
+def test_ahead_passes_the_embedders_error_to_the_caller() -> None:
+    from orchmem.config import EmbeddingError
+
+    class Failing(Counting):
+        def encode(self, texts: Sequence[str]) -> np.ndarray:
+            raise EmbeddingError("model file missing")
+
+    with pytest.raises(EmbeddingError, match="model file missing"):
+        QueryVectors(0).ahead(Failing(), "anything").result(timeout=5)
+
+
+def test_a_forked_child_embeds_ahead_with_its_own_threads() -> None:
+    import os
+
+    cache, model = QueryVectors(0), Counting()
+    assert cache.ahead(model, "parent").result(timeout=5)[0] == 6  # the parent's pool exists
+    child = os.fork()
+    if child == 0:  # the parent's pool threads do not exist here: a new pool must serve
+        try:
+            ok = cache.ahead(model, "in the child").result(timeout=5)[0] == 12
+        except BaseException:
+            ok = False
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

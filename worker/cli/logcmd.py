@@ -76,7 +76,8 @@ def _line(event: dict[str, Any]) -> str:
     return (f"{event['seq']:>8} {event['at']} {event['runId']} "
             f"{event.get('stepId', '-'):<12} {event['kind']:<11} {what} "
             f"{' '.join(text.split())[:100]}{extra}{checkpoint}"
-            f"{' [replay]' if event['replay'] else ''}").rstrip()
+            f"{' [replay]' if event['replay'] else ''}"
+            f"{' [redacted]' if 'redacted' in event else ''}").rstrip()
 
 
 COMMANDS = [log]

@@ -11,6 +11,7 @@ from orchmem.models.embedding import get_embedder
 
 from ..app import NoReturnValues, create_app
 from ..broker import wait_for_broker
+from ..metrics import start_metrics
 from ..routing import read_queue_name
 from .common import Cli, pass_cli
 from .ops import WAIT_BROKER, _shards
@@ -23,10 +24,13 @@ from .ops import WAIT_BROKER, _shards
               help="Threads (default: reader.concurrency).")
 @click.option("--loglevel", default=None, help="Celery log level (default: settings.log_level).")
 @click.option("--logfile", type=click.Path(dir_okay=False), help="Write the log here.")
+@click.option("--metrics-port", type=click.IntRange(0, 65535), default=0,
+              help="Serve Prometheus metrics (recalls counted and timed) on this port "
+                   "(default 0 = off).")
 @WAIT_BROKER
 @pass_cli
 def reader(cli: Cli, shards: tuple[int, ...], concurrency: int | None, loglevel: str | None,
-           logfile: str | None, wait_broker: float) -> None:
+           logfile: str | None, metrics_port: int, wait_broker: float) -> None:
     """Answer recalls sent by remote clients (MemoryClient(..., remote=True)) for the
     given shards, with read-only connections: run it on the host that owns their files."""
     settings = cli.settings
@@ -37,7 +41,12 @@ def reader(cli: Cli, shards: tuple[int, ...], concurrency: int | None, loglevel:
         raise click.ClickException(str(exc)) from exc
     get_embedder(settings.embedding)  # once, shared by the threads, before the first task
     logging.getLogger("celery.app.trace").addFilter(NoReturnValues())
-    argv = ["worker", "--queues", ",".join(read_queue_name(settings, s) for s in chosen),
+    app.conf.worker_send_task_events = settings.reader.task_events
+    queues = [read_queue_name(settings, s) for s in chosen]
+    if metrics_port:
+        start_metrics(settings, app, f"reader-{'-'.join(map(str, chosen))}", metrics_port,
+                      queues)
+    argv = ["worker", "--queues", ",".join(queues),
             "--concurrency", str(concurrency or settings.reader.concurrency),
             "--pool", "threads",
             "--hostname", f"orchmem-reader{'-'.join(map(str, chosen))}@%h",
