@@ -25,7 +25,7 @@ from typing import Any
 from .ranking import Modifiers, Ranked
 from .router import MAX_DATED_SCAN, Plan
 from .schema import MemoryType, Status
-from .speakers import speaker, without
+from .speakers import has_topic, speaker, without
 from .storage import chains, fts, neighbours, recall_reads, vectors
 from .storage.database import OrchestratorDB
 from .substance import Kind, kind
@@ -57,15 +57,15 @@ class Asked:
 
 def focus(odb: OrchestratorDB, text: str, asked: Asked) -> tuple[str, Asked]:
     """The text to search and the plan with its ``speakers``: the question's names that
-    label many memories are left out of the search (models/speakers.py), unless nothing
-    would be left."""
+    label many memories are left out of the search (models/speakers.py), unless no
+    topic would be left ("Tell me about Nate")."""
     plan = asked.plan
     if plan is None or plan.speaker_labels <= 0 or not plan.names:
         return text, asked
     with odb.read():
         found = fts.labelled(odb, plan.names, plan.speaker_labels)
     rest = without(text, found)
-    if not found or not rest:
+    if not found or not has_topic(rest):
         return text, asked
     return rest, replace(asked, plan=replace(plan, speakers=found))
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import re
 
+from .textquery import STOPWORDS, query_terms
+
 #: Characters of a query the rules look at, and names taken from it (each name costs
 #: recall one indexed lookup, storage/fts.py ``labelled``).
 MAX_QUERY_CHARS = 500
@@ -24,6 +26,10 @@ MAX_NAMES = 8
 #: words (the same label models/substance.py leaves out of a memory's words).
 LABEL = re.compile(r"^\s*([A-Z][\w.'-]*(?: [A-Z][\w.'-]*){0,2}):\s")
 _NAME = re.compile(r"\b[A-Z][a-z][\w-]*")
+#: Words of a request that name no topic ("Tell me about Nate": the topic is Nate).
+_REQUEST = frozenset(("tell", "know", "say", "said", "talk", "describe", "anything",
+                      "something", "everything", "please", "info", "information", "give",
+                      "show", "summary", "summarize", "summarise", "remember", "recall"))
 
 
 def named(query: str) -> tuple[str, ...]:
@@ -46,3 +52,10 @@ def without(text: str, names: tuple[str, ...]) -> str:
     for name in names:
         text = re.sub(rf"\b{re.escape(name)}(?:['\u2019]s)?\b", " ", text)
     return re.sub(r"\s+", " ", text).strip()
+
+
+def has_topic(text: str) -> bool:
+    """Whether ``text`` has a word beyond function words and request words: a question
+    left without one after its names are dropped is about the person, and keeps them."""
+    return any(t.lower() not in STOPWORDS and t.lower() not in _REQUEST
+               for t in query_terms(text))

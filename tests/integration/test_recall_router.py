@@ -134,3 +134,12 @@ def test_a_dated_question_finds_a_memory_of_its_days_the_searches_missed(
     off = recall(ORCH, query, databases=databases, now=NOW, params=narrow,
                  route=lambda q, now: replace(plan(q, now), dated_hits=0))
     assert said_later not in off.memory_ids
+
+
+def test_a_question_only_about_a_speaker_keeps_the_name(databases: Databases,
+                                                        embedder: Embedder) -> None:
+    odb = databases.open(ORCH)
+    transcript(odb, embedder, FILLER)
+    routed = recall(ORCH, "Tell me about Nate", databases=databases, now=NOW, route=True)
+    assert routed.plan is not None and routed.plan["speakers"] == []
+    assert routed.nodes and routed.nodes[0].memory.content.startswith("Nate: ")

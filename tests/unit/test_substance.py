@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchmem.models.speakers import MAX_NAMES, named, speaker, without
+from orchmem.models.speakers import MAX_NAMES, has_topic, named, speaker, without
 from orchmem.models.substance import Kind, kind
 
 
@@ -57,3 +57,14 @@ def test_without_drops_the_names_and_their_possessive() -> None:
 
 def test_a_question_gives_at_most_a_few_names() -> None:
     assert len(named("Who " + " ".join(f"Name{i}x" for i in range(100)))) == MAX_NAMES
+
+
+@pytest.mark.parametrize(("text", "topic"), [
+    ("What is inspired by?", True),
+    ("Tell me about", False),
+    ("Who is ?", False),
+    ("", False),
+    ("What recipes has shared?", True),
+])
+def test_has_topic_looks_past_function_and_request_words(text: str, topic: bool) -> None:
+    assert has_topic(text) is topic
