@@ -17,10 +17,14 @@ conversation (benchmarks/data/unrelated_questions.txt, asked of every conversati
     python benchmarks/locomo.py --hybrid-only --crystals   # reflect first: crystals too
     python benchmarks/locomo.py --variants hybrid,router   # some variants only
 
-The router's variants (models/router.py): ``router`` is the whole plan;
-``router-no-time`` leaves out its time part (the question's window, the favour of
-dated memories for a question about when), ``router-no-expansion`` its neighbour
-expansion (what is left is the time part alone).
+The router's variants (models/router.py): ``router`` is the whole plan; each
+``router-no-*`` leaves one part out (an ablation): ``-time`` the question's window
+(its boost and its own list) and the favour of dated memories for a question about
+when; ``-expansion`` the neighbour expansion; ``-substance`` the lowering of memories
+that only ask or are terse; ``-speakers`` the favour of the named speaker and the
+search without speakers' names; ``-window-list`` only the window's own list.
+``router-v1`` is the plan as issue 18 first shipped it (window, dated favour and
+expansion only). ``--skip 4 --conversations 3`` is the held-out check (43, 44, 47).
 """
 
 from __future__ import annotations
@@ -106,10 +110,16 @@ def _planner(**off: Any) -> Callable[[str, datetime], Plan]:
     return lambda query, now: replace(route_plan(query, now), **off)
 
 
+_NO_SUBSTANCE: dict[str, Any] = {"asks_factor": 1.0, "terse_factor": 1.0}
+_NO_SPEAKERS: dict[str, Any] = {"speaker_boost": 0.0, "speaker_labels": 0}
 ROUTES: dict[str, Any] = {
     "router": True,
-    "router-no-time": _planner(window_boost=0.0, dated_boost=0.0),
+    "router-no-time": _planner(window_boost=0.0, dated_boost=0.0, dated_hits=0),
     "router-no-expansion": _planner(expand_hits=0),
+    "router-no-substance": _planner(**_NO_SUBSTANCE),
+    "router-no-speakers": _planner(**_NO_SPEAKERS),
+    "router-no-window-list": _planner(dated_hits=0),
+    "router-v1": _planner(**_NO_SUBSTANCE, **_NO_SPEAKERS, dated_hits=0),
 }
 
 
@@ -135,9 +145,15 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
         v: {"all": {k: [] for k in KS}, "hit": {k: [] for k in KS},
             **{c: {k: [] for k in KS} for c in CATEGORIES.values()}} for v in variants}
     latency: dict[str, list[float]] = {v: [] for v in variants}
+    #: Per variant: (conversation, category, recall@10) of each question.
+    per_question: dict[str, list[tuple[str, str, float]]] = {v: [] for v in variants}
     intents: dict[str, dict[str, int]] = {c: {} for c in CATEGORIES.values()}
     with temp_root(args.root) as root:
-        settings = load_settings(environ={}, root=root, broker_url="")
+        # Without the query cache every variant embeds its own query, as a recall does
+        # in use (with it, the first variant would pay for the others' embedding, and
+        # the router, which searches a text of its own, would always pay).
+        settings = load_settings(environ={}, root=root, broker_url="", embedding={
+            "query_cache_size": 256 if args.query_cache else 0})
         databases = Databases(settings)
         embedder = get_embedder(settings.embedding)
         started = time.time()
@@ -159,8 +175,8 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
                     continue
                 questions += 1
                 category = CATEGORIES[qa["category"]]
-                # The variants take turns going first: the first one pays for the query's
-                # embedding, the others find it in the query cache.
+                # The variants take turns going first (with --query-cache, the first one
+                # pays for the query's embedding, the others find it in the cache).
                 order = list(variants.items())
                 shift = questions % len(order)
                 for name, (mode, params) in order[shift:] + order[:shift]:
@@ -177,6 +193,8 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
                         totals[name]["all"][k].append(fraction)
                         totals[name]["hit"][k].append(1.0 if top & set(evidence) else 0.0)
                         totals[name][category][k].append(fraction)
+                        if k == 10:
+                            per_question[name].append((sample["sample_id"], category, fraction))
             for question in unrelated:
                 for name, (mode, params) in variants.items():
                     bundle = recall(orch, question, databases=databases, mode=mode,
@@ -202,6 +220,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
         ordered = sorted(latency[name])
         entry["latency_ms_p50"] = round(ordered[len(ordered) // 2], 2) if ordered else None
         entry["unrelated_empty_share"] = mean(empty[name])
+        entry["recall@10_split"] = _split(per_question[name], set(args.held_out.split(",")))
         report["results"][name] = entry
     r = report["results"]
     report["settings"] = base.model_dump()
@@ -211,6 +230,20 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
             r["hybrid"]["recall@10"] > r["text"]["recall@10"]
             and r["hybrid"]["recall@10"] > r["vector"]["recall@10"])
     return report
+
+
+def _split(rows: list[tuple[str, str, float]], held_out: set[str]) -> dict[str, Any]:
+    """recall@10 (overall, by category, questions) of the tuning and held-out parts."""
+    out: dict[str, Any] = {}
+    for part, inside in (("tuning", False), ("held_out", True)):
+        chosen = [(c, f) for conv, c, f in rows if (conv in held_out) == inside]
+        if not chosen:
+            continue
+        by = {c: [f for cat, f in chosen if cat == c] for c in CATEGORIES.values()}
+        out[part] = {"questions": len(chosen),
+                     "recall@10": round(sum(f for _, f in chosen) / len(chosen), 4),
+                     "by_category": {c: round(sum(v) / len(v), 4) for c, v in by.items() if v}}
+    return out
 
 
 def _dia_at_k(memory_ids: list[str], mapping: dict[str, set[str]], k: int) -> set[str]:
@@ -230,6 +263,10 @@ def main() -> None:
                         help="reflect each conversation first, so crystals are recalled too")
     parser.add_argument("--hybrid-only", action="store_true", help="only the hybrid mode")
     parser.add_argument("--variants", help="comma-separated variants (default: all)")
+    parser.add_argument("--query-cache", action="store_true",
+                        help="keep the query cache on (latencies then favour later variants)")
+    parser.add_argument("--held-out", default="conv-43,conv-44,conv-47",
+                        help="conversations never looked at while tuning (reported apart)")
     parser.add_argument("--skip", type=int, default=0,
                         help="leave out the first N conversations (a held-out check)")
     emit(evaluate(parser.parse_args()))

@@ -50,9 +50,11 @@ class RetrievalSettings(Section):
     #: How long a client's recall waits for its own unfinished write-backs.
     read_your_writes_timeout_s: float = Field(5.0, ge=0.0, le=120.0)
     #: Plan every recall by the kind of question (models/router.py; README "Router"):
-    #: the question's time window, neighbours of the first hits. A recall's own
+    #: the question's time window, neighbours of the first hits, the speaker it names,
+    #: memories that only ask lowered. On by default since LoCoMo's held-out
+    #: conversations gained with it (README "The router on LoCoMo"). A recall's own
     #: ``route`` argument wins.
-    router: bool = False
+    router: bool = True
 
 
 class IngestSettings(Section):

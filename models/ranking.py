@@ -128,15 +128,18 @@ def modifiers(features: Features, params: RetrievalSettings, now: datetime,
 def fuse(vector_ids: Sequence[str], text_ids: Sequence[str], features: dict[str, Features],
          params: RetrievalSettings, now: datetime, top_n: int,
          favoured: frozenset[str] = frozenset(),
-         keep: Callable[[str], bool] | None = None) -> list[Ranked]:
+         keep: Callable[[str], bool] | None = None,
+         dated_ids: Sequence[str] = ()) -> list[Ranked]:
     """Fuse two ranked id lists and apply the modifiers; the best ``top_n``, best first.
 
-    Every id of either list must have an entry in ``features``; ``favoured`` are the
+    Every id of any list must have an entry in ``features``; ``favoured`` are the
     memory types the question asks about. ``keep`` (the relevance floor) drops ids
     after fusion, so the ranks of the others are those of the full lists.
+    ``dated_ids`` is a third list, fused like the others: the memories of the
+    question's time window by their cosine (models/recall_time.py).
     """
     vector_ranks, text_ranks = ranks(vector_ids), ranks(text_ids)
-    fused = rrf([vector_ranks, text_ranks], params.rrf_k)
+    fused = rrf([vector_ranks, text_ranks, ranks(dated_ids)], params.rrf_k)
     ranked = []
     for memory_id, base in fused.items():
         mods = modifiers(features[memory_id], params, now, favoured)

@@ -31,7 +31,16 @@ from .intent import favoured_types
 from .memlog import MemoryLog
 from .query_vectors import query_vectors
 from .ranking import Features, Ranked, fuse
-from .recall_time import Asked, after_fusion, both, plan_dump, valid_keep, widened
+from .recall_time import (
+    Asked,
+    after_fusion,
+    both,
+    dated,
+    focus,
+    plan_dump,
+    valid_keep,
+    widened,
+)
 from .restricted_reads import audit_restricted_read
 from .router import Plan
 from .router import plan as route_plan
@@ -190,8 +199,7 @@ def recall(
     similar past episodes; ``view`` what it sees (visibility.py; a restricted read needs
     a ``purpose``, audited); lagging projections add warnings (watermark.py). ``as_of``:
     what was valid and known then (validity.py); ``latest``: heads of Updates chains;
-    ``route``: the router's plan (router.py, or the caller's planner; None:
-    ``memory.retrieval.router``), shown in the bundle's ``plan``.
+    ``route``: the router's plan (router.py, the caller's planner; None: the settings').
 
     Raises ScopeViolation (logged) for another orchestrator's memory, MemoryValidationError
     for a bad type or query, MemoryCorrupt / MemoryDisabled when the database cannot be
@@ -209,8 +217,9 @@ def recall(
     limit = _limit(top_n, params)
     if not text.strip():
         return _empty(orchestrator_id, text, mode, started, "empty query")
-    asked = _asked(text, clock, as_of_text, latest, params.router if route is None else route)
-    search = _Search(text=text, mode=mode, params=params, limit=limit, types=type_values,
+    route = params.router if route is None else route
+    searched, asked = _asked(odb, text, clock, as_of_text, latest, route)
+    search = _Search(text=searched, mode=mode, params=params, limit=limit, types=type_values,
                      within=memory_ids, view=view, statuses=asked.statuses(include_inactive),
                      asked=asked)
     warnings: list[str] = []
@@ -255,12 +264,13 @@ def _check_request(databases: Databases, orchestrator_id: str, query: object,
     make_view(include_restricted=view.include_restricted, purpose=purpose)
 
 
-def _asked(text: str, clock: datetime, as_of: str | None, latest: bool,
-           route: bool | Callable[[str, datetime], Plan]) -> Asked:
-    """What the recall asks about time, with the router's plan when it routes."""
+def _asked(odb: OrchestratorDB, text: str, clock: datetime, as_of: str | None, latest: bool,
+           route: bool | Callable[[str, datetime], Plan]) -> tuple[str, Asked]:
+    """The text to search and what the recall asks about time, with the router's plan
+    when it routes (the plan may leave speakers' names out of the search: focus)."""
     planner = route_plan if route is True else route or None
-    return Asked(as_of=as_of, latest=bool(latest),
-                 plan=planner(text, clock) if planner is not None else None)
+    return focus(odb, text, Asked(as_of=as_of, latest=bool(latest),
+                                  plan=planner(text, clock) if planner is not None else None))
 
 
 @dataclass(frozen=True)
@@ -343,17 +353,24 @@ def _answer(odb: OrchestratorDB, search: _Search, embedded: Callable[[], Encoded
         vector_hits, vector_available = _vector_side(odb, encoded, search, warnings, read)
     vector_ids = [h.memory_id for h in vector_hits]
     cosines = {h.memory_id: h.cosine for h in vector_hits}
+    window = dated(odb, search.asked.plan, encoded if vector_available else None,
+                   search.statuses, search.types, lambda ids: _admit(odb, search, ids))
+    cosines.update(window)
     floor = None
     if encoded is not None and vector_available and search.params.min_similarity > 0:
         cosines.update(vectors.similarities(odb, encoded[0], embedder=encoded[1],
                                             ids=[m for m in text_ids if m not in cosines]))
-        floor = relevance_floor(cosines, set(text_ids), search.params)
-    inputs = [read[m] for m in dict.fromkeys([*text_ids, *vector_ids]) if m in read]
+        # A memory of the asked days is held to full text's lower bar.
+        floor = relevance_floor(cosines, {*text_ids, *window}, search.params)
+    read.update((i.memory_id, i) for i in recall_reads.rank_inputs(
+        odb, [m for m in window if m not in read]))
+    inputs = [read[m] for m in dict.fromkeys([*text_ids, *vector_ids, *window]) if m in read]
     rows = {i.memory_id: i.row for i in inputs}
     as_of = search.asked.as_of
     ranked = fuse(vector_ids, text_ids, _features(odb, inputs), search.params, now,
                   widened(search.limit, search.asked), favoured_types(search.text),
-                  keep=both(floor, valid_keep(rows, as_of) if as_of else None))
+                  keep=both(floor, valid_keep(rows, as_of) if as_of else None),
+                  dated_ids=list(window))
     ranked = after_fusion(odb, ranked, rows, search.asked, lambda ids: _admit(odb, search, ids),
                           search.limit)
     found = recall_reads.assembly(odb, [r.memory_id for r in ranked], rows)

@@ -6,6 +6,8 @@
   validFrom, else createdAt, or a dated phrase of its content) is favoured;
 - neighbour expansion: the plan's first hits pass a share of their score to the
   memories next to them in the same conversation and to those their edges reach;
+- substance: a memory that only asks, or says almost nothing, has its score lowered
+  after the expansion (models/substance.py), so it still hands its score on first;
 - latest state: each memory is replaced by the head of its Updates chain.
 
 Each step takes and returns ranked lists (models/ranking.py); rows are the node rows
@@ -17,20 +19,23 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from datetime import date
+from datetime import date, timedelta
 from typing import Any
 
 from .ranking import Modifiers, Ranked
-from .router import Plan
-from .schema import Status
-from .storage import chains, neighbours, recall_reads
+from .router import MAX_DATED_SCAN, Plan
+from .schema import MemoryType, Status
+from .speakers import has_topic, speaker, without
+from .storage import chains, fts, neighbours, recall_reads, vectors
 from .storage.database import OrchestratorDB
+from .substance import Kind, kind
 from .validity import valid_at
 
 Row = tuple[Any, ...]
 Keep = Callable[[str], bool]
 _STATUS, _CREATED, _UPDATED = recall_reads.STATUS, recall_reads.CREATED_AT, recall_reads.UPDATED_AT
 _FROM, _TO, _REFS = recall_reads.VALID_FROM, recall_reads.VALID_TO, recall_reads.TIME_REFS
+_CONTENT = recall_reads.CONTENT
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,21 @@ class Asked:
         if self.as_of is not None or self.latest:
             return [Status.ACTIVE.value, Status.SUPERSEDED.value]
         return [Status.ACTIVE.value]
+
+
+def focus(odb: OrchestratorDB, text: str, asked: Asked) -> tuple[str, Asked]:
+    """The text to search and the plan with its ``speakers``: the question's names that
+    label many memories are left out of the search (models/speakers.py), unless no
+    topic would be left ("Tell me about Nate")."""
+    plan = asked.plan
+    if plan is None or plan.speaker_labels <= 0 or not plan.names:
+        return text, asked
+    with odb.read():
+        found = fts.labelled(odb, plan.names, plan.speaker_labels)
+    rest = without(text, found)
+    if not found or not has_topic(rest):
+        return text, asked
+    return rest, replace(asked, plan=replace(plan, speakers=found))
 
 
 def valid_keep(rows: Mapping[str, Row], as_of: str) -> Keep:
@@ -78,6 +98,25 @@ def in_window(row: Row, span: tuple[date, date]) -> bool:
     return False
 
 
+def dated(odb: OrchestratorDB, plan: Plan | None, encoded: tuple[Any, str] | None,
+          statuses: list[str], types: list[str] | None,
+          admit: Callable[[list[str]], set[str]]) -> dict[str, float]:
+    """The plan's window list: memories created in its days or up to ``dated_after_days``
+    after, dated inside it (:func:`in_window`), that ``admit`` passes, the best
+    ``dated_hits`` by cosine with the query vector (``encoded``: vector, embedder)."""
+    if plan is None or plan.window is None or plan.dated_hits <= 0 or encoded is None:
+        return {}
+    start, end = plan.window
+    after = (end + timedelta(days=plan.dated_after_days + 1)).isoformat()
+    ids = recall_reads.said_between(odb, start.isoformat(), after, statuses,
+                                    types or [t.value for t in MemoryType], MAX_DATED_SCAN)
+    rows = {i.memory_id: i.row for i in recall_reads.rank_inputs(odb, ids)}
+    inside = admit([m for m in ids if m in rows and in_window(rows[m], plan.window)])
+    cosines = vectors.similarities(odb, encoded[0], embedder=encoded[1], ids=sorted(inside))
+    best = sorted(cosines, key=lambda m: (-cosines[m], m))[:plan.dated_hits]
+    return {m: cosines[m] for m in best}
+
+
 def boost_window(ranked: list[Ranked], rows: Mapping[str, Row], plan: Plan) -> list[Ranked]:
     """Favour the memories dated inside the plan's window (score * (1 + window boost)),
     or, for a question about when without one, those whose content names a day
@@ -92,6 +131,18 @@ def boost_window(ranked: list[Ranked], rows: Mapping[str, Row], plan: Plan) -> l
     else:
         return ranked
     out = [replace(r, score=r.score * factor) if r.memory_id in favoured else r
+           for r in ranked]
+    return sorted(out, key=lambda r: (-r.score, r.memory_id))
+
+
+def boost_speakers(ranked: list[Ranked], rows: Mapping[str, Row], plan: Plan) -> list[Ranked]:
+    """Favour the memories said by someone the question names (score * (1 + boost))."""
+    if plan.speaker_boost <= 0 or not plan.names:
+        return ranked
+    names = set(plan.names)
+    factor = 1.0 + plan.speaker_boost
+    out = [replace(r, score=r.score * factor)
+           if r.memory_id in rows and speaker(rows[r.memory_id][_CONTENT]) in names else r
            for r in ranked]
     return sorted(out, key=lambda r: (-r.score, r.memory_id))
 
@@ -121,6 +172,20 @@ def expand(odb: OrchestratorDB, ranked: list[Ranked], plan: Plan,
                     memory_id=memory_id, score=inherited, rrf=0.0, vector_rank=None,
                     text_rank=None, modifiers=current.modifiers if current else _NEUTRAL)
     return sorted(scores.values(), key=lambda r: (-r.score, r.memory_id))
+
+
+def weigh_substance(odb: OrchestratorDB, ranked: list[Ranked], rows: Mapping[str, Row],
+                    plan: Plan) -> list[Ranked]:
+    """Lower the score of a memory that asks (x asks factor) or is terse (x terse factor);
+    the contents of neighbours the expansion added are read here."""
+    factors = {Kind.ASKS: plan.asks_factor, Kind.TERSE: plan.terse_factor, Kind.STATES: 1.0}
+    if all(f == 1.0 for f in factors.values()) or not ranked:
+        return ranked
+    texts = {m: row[_CONTENT] for m, row in rows.items()}
+    texts |= recall_reads.contents(odb, [r.memory_id for r in ranked if r.memory_id not in texts])
+    out = [replace(r, score=r.score * factors[kind(texts.get(r.memory_id, ""))])
+           for r in ranked]
+    return sorted(out, key=lambda r: (-r.score, r.memory_id))
 
 
 _NEUTRAL = Modifiers(importance=1.0, recency=1.0, confidence=1.0, contradiction=1.0)
@@ -157,7 +222,9 @@ def after_fusion(odb: OrchestratorDB, ranked: list[Ranked], rows: Mapping[str, R
     """The plan's window and expansion, then latest heads; the best ``limit``."""
     if asked.plan is not None:
         ranked = boost_window(ranked, rows, asked.plan)
+        ranked = boost_speakers(ranked, rows, asked.plan)
         ranked = expand(odb, ranked, asked.plan, admit)
+        ranked = weigh_substance(odb, ranked, rows, asked.plan)
     if asked.latest:
         ranked = to_heads(odb, ranked, asked.as_of, admit)
     return ranked[:limit]

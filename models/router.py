@@ -30,6 +30,7 @@ from datetime import date, datetime
 from enum import StrEnum
 from typing import Any
 
+from .speakers import named
 from .timeexpr import TimeRef, resolve, window
 
 #: Characters of a query the rules look at.
@@ -84,6 +85,23 @@ class Plan:
     answer_share: float = 0.0
     #: Neighbours in the same conversation within this many turns of a hit.
     session_radius: int = 2
+    #: After the expansion: the score of a memory that asks (ends with "?") or is
+    #: terse (a few words) is multiplied by these (models/substance.py; 1: off).
+    asks_factor: float = 1.0
+    terse_factor: float = 1.0
+    #: The capitalised words of the question (models/speakers.py): a memory whose
+    #: speaker is one of them has its score multiplied by 1 + speaker boost.
+    names: tuple[str, ...] = ()
+    speaker_boost: float = 0.0
+    #: Names that label at least this many memories are left out of the searched text
+    #: (0: never); recall fills ``speakers`` with those it left out.
+    speaker_labels: int = 0
+    speakers: tuple[str, ...] = ()
+    #: With a window: the memories dated inside it (said in it or up to
+    #: ``dated_after_days`` after it), best this many by cosine, are a third list of
+    #: the fusion (0: none): a memory of the asked days the searches did not reach.
+    dated_hits: int = 0
+    dated_after_days: int = 0
 
     def dump(self) -> dict[str, Any]:
         return {"intent": self.intent.value,
@@ -93,7 +111,11 @@ class Plan:
                 "datedBoost": self.dated_boost,
                 "expandHits": self.expand_hits, "expandShare": self.expand_share,
                 "answerShare": self.answer_share,
-                "sessionRadius": self.session_radius}
+                "sessionRadius": self.session_radius,
+                "asksFactor": self.asks_factor, "terseFactor": self.terse_factor,
+                "names": list(self.names), "speakerBoost": self.speaker_boost,
+                "speakerLabels": self.speaker_labels, "speakers": list(self.speakers),
+                "datedHits": self.dated_hits, "datedAfterDays": self.dated_after_days}
 
 
 def classify(query: str, refs: list[TimeRef] | None = None) -> Intent:
@@ -124,6 +146,18 @@ _SHAPES: dict[Intent, tuple[float, float, int, float]] = {
 
 #: The share of a hit's score the memory after it gets when the hit asked a question.
 ANSWER_SHARE = 0.9
+#: The factors of a memory that asks and of a terse one (models/substance.py).
+ASKS_FACTOR = 0.6
+TERSE_FACTOR = 0.6
+#: The favour of a memory said by someone the question names (models/speakers.py).
+SPEAKER_BOOST = 0.5
+#: A name that labels this many memories is a speaker's (models/speakers.py).
+SPEAKER_LABELS = 10
+#: A window's own list: its best memories by cosine, said in it or this many days after.
+DATED_HITS = 10
+DATED_AFTER_DAYS = 7
+#: At most this many memories of a window are compared with the question.
+MAX_DATED_SCAN = 1000
 
 
 def plan(query: str, now: datetime) -> Plan:
@@ -134,4 +168,8 @@ def plan(query: str, now: datetime) -> Plan:
     span = window(refs)
     return Plan(intent=intent, window=span, window_phrases=tuple(r.text for r in refs),
                 window_boost=boost if span else 0.0, dated_boost=0.0 if span else dated,
-                expand_hits=hits, expand_share=share, answer_share=ANSWER_SHARE)
+                expand_hits=hits, expand_share=share, answer_share=ANSWER_SHARE,
+                asks_factor=ASKS_FACTOR, terse_factor=TERSE_FACTOR,
+                names=named(query), speaker_boost=SPEAKER_BOOST,
+                speaker_labels=SPEAKER_LABELS, dated_hits=DATED_HITS if span else 0,
+                dated_after_days=DATED_AFTER_DAYS)

@@ -69,6 +69,20 @@ def search(odb: OrchestratorDB, text: str, *, limit: int, statuses: Sequence[str
         window = -1 if window * 8 >= matched else window * 8
 
 
+def labelled(odb: OrchestratorDB, names: Sequence[str], at_least: int) -> tuple[str, ...]:
+    """Those of ``names`` that are the first word of at least ``at_least`` memories'
+    content (a speaker's label, models/speakers.py): one indexed FTS5 initial-token
+    query per name, stopping at ``at_least`` matches."""
+    out = []
+    for name in names:
+        expression = 'content : ^"' + name.replace('"', '""') + '"'
+        count = odb.sql("SELECT count(*) FROM (SELECT 1 FROM memory_fts WHERE memory_fts "
+                        "MATCH ? LIMIT ?)", (expression, at_least))[0][0]
+        if count >= at_least:
+            out.append(name)
+    return tuple(out)
+
+
 def merge_segments(odb: OrchestratorDB) -> int:
     """Merge the full-text index into one b-tree (FTS5 ``optimize``) and return how many
     segments there were. A memory written alone adds a segment, and FTS5 merges only

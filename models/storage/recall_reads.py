@@ -43,7 +43,7 @@ _NODE_COLUMNS = ("memory_id, type, importance, content, summary, confidence, sta
                  "tier, scope, session_id, project_id, sensitivity, tags, metadata, ")
 #: Positions in a node row (``_NODE_COLUMNS`` then the time columns) that readers
 #: outside this module use (models/recall_time.py): one place to change them.
-STATUS, CREATED_AT, UPDATED_AT, GOVERNANCE = 6, 13, 14, slice(15, 22)
+CONTENT, STATUS, CREATED_AT, UPDATED_AT, GOVERNANCE = 3, 6, 13, 14, slice(15, 22)
 VALID_FROM, VALID_TO, TIME_REFS = 22, 23, 24
 _IDS = "(SELECT value FROM json_each(?))"
 # The unary + keeps SQLite on the memory_id index: without table statistics it would
@@ -58,6 +58,10 @@ _NODES = {True: f"SELECT {_NODE_COLUMNS}{TIME_COLUMNS_SQL} FROM memories WHERE m
 _EDGES = ("SELECT edge_id, from_memory_id, to_memory_id, edge_type, weight, reason, created_at "
           f"FROM memory_edges WHERE from_memory_id IN {_IDS} OR to_memory_id IN {_IDS} "
           "ORDER BY edge_id")
+_CONTENTS = f"SELECT memory_id, content FROM memories WHERE memory_id IN {_IDS}"
+#: On the (status, type, created_at) index: a range of createdAt, bounded.
+_SAID = (f"SELECT memory_id FROM memories WHERE status IN {_IDS} AND type IN {_IDS} "
+         "AND created_at >= ? AND created_at < ? AND +forgotten = 0 ORDER BY created_at LIMIT ?")
 _BRIEFS = (f"SELECT memory_id, type, summary, status FROM memories WHERE memory_id IN {_IDS} "
            "ORDER BY memory_id")
 _SOURCES = ("SELECT memory_id, source_type, source_path, conversation_id, workflow_run_id, "
@@ -140,6 +144,20 @@ def rank_inputs(odb: OrchestratorDB, ids: Sequence[str]) -> list[RankInputs]:
         return []
     return [RankInputs(row[0], row[2], row[5], row[13], row[1], row)
             for row in odb.sql(_NODES[has_time(odb)], (_json(ids),))]
+
+
+def contents(odb: OrchestratorDB, ids: Sequence[str]) -> dict[str, str]:
+    """memoryId -> content, for those of ``ids`` that exist."""
+    if not ids:
+        return {}
+    return {r[0]: r[1] for r in odb.sql(_CONTENTS, (_json(ids),))}
+
+
+def said_between(odb: OrchestratorDB, start: str, end: str, statuses: Sequence[str],
+                 types: Sequence[str], limit: int) -> list[str]:
+    """The ids of at most ``limit`` live memories of ``statuses`` and ``types`` created
+    in ``[start, end)`` (stored timestamps or their date prefixes), oldest first."""
+    return [r[0] for r in odb.sql(_SAID, (_json(statuses), _json(types), start, end, limit))]
 
 
 def assembly(odb: OrchestratorDB, ids: Sequence[str],

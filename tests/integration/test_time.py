@@ -4,6 +4,7 @@ recall as of a time and the latest state of a subject (real SQLite, real MiniLM)
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from orchmem.models.export import export_jsonl
 from orchmem.models.history import history
 from orchmem.models.importer import import_folder
 from orchmem.models.recall import recall
+from orchmem.models.router import plan
 from orchmem.models.schema import MemoryInput, validate
 from orchmem.models.storage.database import Databases, OrchestratorDB
 from orchmem.models.writeback import write_memories
@@ -177,7 +179,8 @@ def test_the_router_plan_is_in_the_bundle_and_a_window_favours_what_it_covers(
     june = write(odb, embedder, "k2", content="Dana visited the museum with her kids",
                  validFrom="2023-06-20T10:00:00Z")
     now = datetime(2023, 7, 1, tzinfo=UTC)
-    plain = recall(ORCH, "Dana museum visit with kids", databases=databases, now=now)
+    plain = recall(ORCH, "Dana museum visit with kids", databases=databases, now=now,
+                   route=False)
     assert set(plain.memory_ids[:2]) == {may, june} and plain.plan is None
     routed = recall(ORCH, "What did Dana do in June 2023?", databases=databases,
                     now=now, route=True)
@@ -252,7 +255,10 @@ def test_the_router_brings_the_answer_that_follows_a_question(databases: Databas
                          embedder=embedder.version)["memoryIds"]
     query = "What are the names of the pets?"
     plain = recall(ORCH, query, databases=databases, route=False)
-    routed = recall(ORCH, query, databases=databases, route=True)
+    # The expansion alone: the lowering of what only asks is tested in test_recall_router.
+    routed = recall(ORCH, query, databases=databases,
+                    route=lambda q, now: replace(plan(q, now), asks_factor=1.0,
+                                                 terse_factor=1.0))
     assert plain.memory_ids[0] == routed.memory_ids[0] == ids[0]
 
     def score(bundle: Any, memory_id: str) -> float:
@@ -292,6 +298,9 @@ def test_the_recall_command_takes_as_of_latest_and_route(tmp_path: Path,
     bundle = json.loads(latest.output)
     assert bundle["nodes"][0]["memory"]["memoryId"] == lisbon
     assert bundle["plan"]["latest"] is True and bundle["plan"]["intent"] == "semantic"
+    unplanned = json.loads(run("--no-route", "--json").output)
+    assert unplanned.get("plan") is None and unplanned["nodes"]
+    assert json.loads(run("--json").output)["plan"]["intent"] == "semantic"  # on by default
     future = run("--as-of", (NOW + timedelta(days=3)).isoformat())
     assert future.exit_code != 0 and "as_of" in future.output and "future" in future.output
 

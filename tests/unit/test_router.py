@@ -55,3 +55,16 @@ def test_every_plan_expands_a_few_hits(intent: Intent) -> None:
     p = plan(queries[intent], NOW)
     assert p.intent == intent
     assert 0 < p.expand_hits <= 5 and 0 < p.expand_share < 1
+
+
+def test_a_plan_carries_the_names_of_its_question_and_lowers_memories_that_ask() -> None:
+    p = plan("What is Joanna inspired by?", NOW)
+    assert p.names == ("Joanna",) and p.speaker_boost > 0 and p.speaker_labels > 0
+    assert p.speakers == ()  # filled by recall, from the database's labels
+    assert 0 < p.asks_factor < 1 and 0 < p.terse_factor < 1
+    assert p.dump()["names"] == ["Joanna"]
+
+
+def test_only_a_question_with_a_window_gets_a_window_list() -> None:
+    assert plan("Where did Joanna travel to in July 2022?", NOW).dated_hits > 0
+    assert plan("Where did Joanna travel to?", NOW).dated_hits == 0

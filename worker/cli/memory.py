@@ -296,8 +296,10 @@ def stats(cli: Cli, orchestrator_id: str | None, missing_ok: bool, as_json: bool
 @click.option("--as-of", "as_of", metavar="TIME",
               help="What was valid and known at TIME (ISO 8601 with a time zone).")
 @click.option("--latest", is_flag=True, help="Follow Updates chains to the newest memory.")
-@click.option("--route", is_flag=True, help="Plan the recall by the kind of question "
-              "(time window, neighbours); the plan is in --json's output.")
+@click.option("--route/--no-route", default=None,
+              help="Plan the recall by the kind of question (time window, neighbours, "
+              "speakers), or not (default: memory.retrieval.router, on); the plan is in "
+              "--json's output.")
 @missing_ok_option
 @json_option
 @pass_cli
@@ -305,7 +307,7 @@ def recall(cli: Cli, orchestrator_id: str, query: str, top_n: int | None, types:
            include_inactive: bool, mode: str, local: bool, missing_ok: bool,
            as_json: bool, session_id: str | None, project_id: str | None,
            tags: tuple[str, ...], include_restricted: bool, purpose: str | None,
-           as_of: str | None, latest: bool, route: bool) -> None:
+           as_of: str | None, latest: bool, route: bool | None) -> None:
     """Recall the memories most relevant to QUERY (hybrid: vectors + full text, fused by RRF).
 
     When `orchmem up` runs (its reader answers within 0.5 s), the reader answers, in
@@ -318,7 +320,7 @@ def recall(cli: Cli, orchestrator_id: str, query: str, top_n: int | None, types:
     except OrchmemError as exc:
         fail(exc, as_json)
         return
-    timed = as_of is not None or latest or route
+    timed = as_of is not None or latest or route is not None
     bundle = None if local or mode != "hybrid" or view.include_restricted or timed else \
         from_reader(
         cli.settings, orchestrator_id, query, top_n=top_n, types=list(types) or None,
@@ -330,7 +332,7 @@ def recall(cli: Cli, orchestrator_id: str, query: str, top_n: int | None, types:
                                  top_n=top_n, types=list(types) or None,
                                  include_inactive=include_inactive, mode=mode, view=view,
                                  purpose=purpose, as_of=as_of, latest=latest,
-                                 route=route or None)
+                                 route=route)
     lines = []
     for item in bundle.nodes:
         m = item.memory
