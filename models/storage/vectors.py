@@ -161,7 +161,11 @@ def product_threads(threads: int) -> None:
 
 
 def index_for(odb: OrchestratorDB, embedder: str, dim: int) -> VectorIndex:
-    """The process's up-to-date index of ``odb`` for ``embedder`` (created on first use)."""
+    """The process's up-to-date index of ``odb`` for ``embedder`` (created on first use).
+
+    Products with it run on ``embedding.torch_threads`` threads (:func:`product_threads`):
+    a write's reconciliation as well as a recall's search."""
+    product_threads(odb.settings.embedding.torch_threads)
     index = odb.cache.get(_CACHE_KEY)
     if not isinstance(index, VectorIndex) or index.embedder != embedder or index.dim != dim:
         index = VectorIndex(embedder=embedder, dim=dim)
@@ -181,7 +185,6 @@ def search(odb: OrchestratorDB, query: np.ndarray, *, embedder: str, limit: int,
     ``within`` restricts the search to those memoryIds. Inside the caller's ``odb.read()``
     the refresh and every ``keep`` query see that one snapshot.
     """
-    product_threads(odb.settings.embedding.torch_threads)
     index = index_for(odb, embedder, int(query.shape[0]))
     with index.lock:
         total = len(index)
