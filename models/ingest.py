@@ -108,11 +108,16 @@ def process_all(odb: OrchestratorDB, candidates: list[Candidate], embed: Embed,
                 task: str) -> list[FileOutcome]:
     """Each file through claim, inspect, commit and finish; one outcome per file, in
     order. The files with new content are embedded in one model call and committed
-    in one transaction (:func:`_commit_ready`); the same content twice in one scan
-    commits the first before the second is looked at (it is then a duplicate)."""
+    in one transaction (:func:`_commit_ready`); the same content or the same name twice
+    in one scan commits (and moves) the first before the second is looked at (the same
+    content is then a duplicate)."""
     outcomes: list[FileOutcome | None] = []
     ready: list[_Ready] = []
     for candidate in candidates:
+        if any(r.claimed.name == candidate.name for r in ready):
+            # Its claim would take the name in .inflight/ that a waiting file holds.
+            _commit_ready(odb, ready, embed, task, outcomes)
+            ready = []
         checked = _check(odb, candidate)
         if isinstance(checked, FileOutcome):
             outcomes.append(checked)
