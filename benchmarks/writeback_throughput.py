@@ -101,6 +101,9 @@ def main() -> None:
                         help="worker.batch_max (1 = batching off)")
     parser.add_argument("--torch-threads", type=int, default=1,
                         help="embedding.torch_threads of the worker (0 = torch's default)")
+    parser.add_argument("--onnx-threads", type=int, default=0,
+                        help="embedding.onnx_threads of the worker and the floor "
+                             "(0 = ONNX Runtime's default: one per core)")
     parser.add_argument("--embed-batch", type=int, default=64)
     parser.add_argument("--synchronous", choices=["FULL", "NORMAL"], default="FULL")
     parser.add_argument("--contention", action="store_true",
@@ -114,7 +117,8 @@ def main() -> None:
         settings = settings_for(root, url, shards=1,
                                 worker={"sqlite_synchronous": args.synchronous,
                                         "batch_max": args.batch_max},
-                                embedding={"torch_threads": args.torch_threads})
+                                embedding={"torch_threads": args.torch_threads,
+                                           "onnx_threads": args.onnx_threads})
         app = create_app(settings)
         orch = "bench-writeback"
         with worker_process(settings):
@@ -139,6 +143,7 @@ def main() -> None:
             "shards": 1,
             "batch_max": args.batch_max,
             "torch_threads": args.torch_threads,
+            "onnx_threads": args.onnx_threads,
             "contention": args.contention,
             "sqlite_synchronous": args.synchronous,
             "publish_path": "outbox" if args.outbox else "direct",

@@ -11,12 +11,14 @@ files and files younger than ``min_file_age_s`` are left for later):
    explicit records, ``.md``/``.txt`` through the document extractor) and validated
    (:mod:`.ingest_parse`).
 3. **commit** - memories, edges and an ``ingest_manifest`` row (file, sha256, size,
-   outcome, memoryIds) in one transaction, idempotent on ``ingest-<sha256>``.
+   outcome, memoryIds), idempotent on ``ingest-<sha256>``. The files of one scan that
+   reach this step are embedded in one model call and committed in one transaction,
+   a savepoint per file (a file rejected here rolls back alone).
 4. **finish** - the claimed file moves to ``processed/`` (or ``rejected/`` beside a
-   ``<name>.reason.json``, :mod:`.ingest_moves`), then the manifest row is marked moved.
+   ``<name>.reason.json``, :mod:`.ingest_moves`), then the manifest rows are marked moved.
 
-A crash before the commit leaves nothing but the claimed file: the next scan takes it
-from ``.inflight/`` and starts over. A crash after the commit and before the move
+A crash before the commit leaves nothing but the claimed files: the next scan takes
+them from ``.inflight/`` and starts over. A crash after the commit and before the move
 leaves a manifest row not yet marked moved: the next scan sees the same sha256 and
 only finishes the move. A file whose content was already ingested is a ``duplicate``:
 moved to ``processed/``, nothing written twice.
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from orchmem.config import IngestRejected, MemoryNotFound, MemoryValidationError, ScopeViolation
@@ -58,16 +61,15 @@ Embed = Callable[[list[Proposed]], tuple[list[Proposed], str | None]]
 _DUPLICATE = "this content was ingested before"
 
 
-def commit(odb: OrchestratorDB, parsed: Parsed, embed: Embed,
-           task: str) -> tuple[dict[str, Any], int] | Rejection:
-    """Write the file's memories and its manifest row in one transaction.
+def commit(odb: OrchestratorDB, parsed: Parsed, proposals: list[Proposed],
+           embedder: str | None, task: str) -> tuple[dict[str, Any], int] | Rejection:
+    """Write the file's memories (``proposals``: its own, with vectors of ``embedder``
+    when there are) and its manifest row in one transaction (a savepoint of the caller's).
 
     Returns the write-back result and the id of the manifest row (not yet moved), or
-    the Rejection when an edge names a memory this orchestrator lacks (nothing is
-    written then). ``embed(proposals) -> (proposals, embedder_version | None)`` adds
-    vectors first, outside the transaction.
+    the Rejection when an edge names a memory this orchestrator lacks (nothing of the
+    file is written then).
     """
-    proposals, embedder = embed(parsed.proposals)
     row_ids: list[int] = []
 
     def record(result: dict[str, Any]) -> None:
@@ -93,8 +95,50 @@ def commit(odb: OrchestratorDB, parsed: Parsed, embed: Embed,
     return result, row_ids[0]
 
 
-def process(odb: OrchestratorDB, candidate: Candidate, embed: Embed, task: str) -> FileOutcome:
-    """One file through claim, inspect, commit and finish; see the module docstring."""
+@dataclass(frozen=True)
+class _Ready:
+    """A claimed file with new content, waiting for the scan's commit."""
+
+    position: int
+    claimed: Candidate
+    parsed: Parsed
+
+
+def process_all(odb: OrchestratorDB, candidates: list[Candidate], embed: Embed,
+                task: str) -> list[FileOutcome]:
+    """Each file through claim, inspect, commit and finish; one outcome per file, in
+    order. The files with new content are embedded in one model call and committed
+    in one transaction (:func:`_commit_ready`); the same content or the same name twice
+    in one scan commits (and moves) the first before the second is looked at (the same
+    content is then a duplicate)."""
+    outcomes: list[FileOutcome | None] = []
+    ready: list[_Ready] = []
+    for candidate in candidates:
+        if any(r.claimed.name == candidate.name for r in ready):
+            # Its claim would take the name in .inflight/ that a waiting file holds.
+            _commit_ready(odb, ready, embed, task, outcomes)
+            ready = []
+        checked = _check(odb, candidate)
+        if isinstance(checked, FileOutcome):
+            outcomes.append(checked)
+            continue
+        claimed, parsed = checked
+        if any(r.parsed.sha256 == parsed.sha256 for r in ready):
+            _commit_ready(odb, ready, embed, task, outcomes)
+            ready = []
+            earlier = latest_ingested(odb, parsed.sha256)
+            if earlier is not None:
+                outcomes.append(_logged(odb, _finish_seen(odb, parsed, earlier)))
+                continue
+        outcomes.append(None)
+        ready.append(_Ready(len(outcomes) - 1, claimed, parsed))
+    _commit_ready(odb, ready, embed, task, outcomes)
+    return [o for o in outcomes if o is not None]
+
+
+def _check(odb: OrchestratorDB, candidate: Candidate) -> FileOutcome | tuple[Candidate, Parsed]:
+    """Claim and inspect one file: its outcome when it ends here (skipped, rejected,
+    repaired, duplicate), else the claimed file and its parsed content."""
     workspace = odb.workspace
     try:
         claimed = claim(candidate, workspace)
@@ -112,14 +156,45 @@ def process(odb: OrchestratorDB, candidate: Candidate, embed: Embed, task: str) 
     earlier = latest_ingested(odb, inspected.sha256)
     if earlier is not None:
         return _logged(odb, _finish_seen(odb, inspected, earlier))
-    committed = commit(odb, inspected, embed, task)
-    if isinstance(committed, Rejection):
-        return _logged(odb, _finish_rejected(odb, claimed, committed))
-    result, row_id = committed
-    move_to_processed(workspace, claimed.path, inspected.sha256)
-    mark_moved(odb, [row_id])
-    return _logged(odb, FileOutcome(claimed.name, "ingested", inspected.sha256,
-                                    list(result["memoryIds"])))
+    return claimed, inspected
+
+
+def _commit_ready(odb: OrchestratorDB, ready: list[_Ready], embed: Embed, task: str,
+                  outcomes: list[FileOutcome | None]) -> None:
+    """Embed every memory of ``ready`` in one call, commit them in one transaction (a
+    savepoint per file: a rejected file rolls back alone), then move each file and
+    mark the moved rows; fills each file's place in ``outcomes``.
+
+    A crash before the commit leaves the claimed files for the next scan; after it,
+    the next scan finishes the moves (the manifest rows say what was committed)."""
+    if not ready:
+        return
+    proposals, embedder = embed([p for r in ready for p in r.parsed.proposals])
+    committed: list[tuple[dict[str, Any], int] | Rejection] = []
+    start = 0
+    try:
+        with odb.write():
+            for r in ready:
+                end = start + len(r.parsed.proposals)
+                committed.append(commit(odb, r.parsed, proposals[start:end], embedder, task))
+                start = end
+    except BaseException:
+        # Vectors of files committed earlier in the rolled-back transaction may be in
+        # the cached index (it is refreshed inside it): it is rebuilt on next use.
+        odb.cache.clear()
+        raise
+    moved: list[int] = []
+    for r, outcome in zip(ready, committed, strict=True):
+        if isinstance(outcome, Rejection):
+            outcomes[r.position] = _logged(odb, _finish_rejected(odb, r.claimed, outcome))
+            continue
+        result, row_id = outcome
+        move_to_processed(odb.workspace, r.claimed.path, r.parsed.sha256)
+        moved.append(row_id)
+        outcomes[r.position] = _logged(odb, FileOutcome(
+            r.claimed.name, "ingested", r.parsed.sha256, list(result["memoryIds"])))
+    if moved:
+        mark_moved(odb, moved)
 
 
 def _finish_seen(odb: OrchestratorDB, parsed: Parsed, earlier: ManifestEntry) -> FileOutcome:
@@ -180,7 +255,7 @@ def scan(odb: OrchestratorDB, embed: Embed, task: str) -> dict[str, Any]:
     settle_moves(odb)
     ready, later = discover(odb.workspace, settings)
     batch = ready[: settings.max_files_per_scan]
-    outcomes = [process(odb, candidate, embed, task) for candidate in batch] + later
+    outcomes = process_all(odb, batch, embed, task) + later
     counts = {name: sum(1 for o in outcomes if o.outcome == name)
               for name in ("ingested", "rejected", "duplicate", "repaired", "skipped")}
     return {**counts, "remaining": len(ready) - len(batch),

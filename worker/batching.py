@@ -7,8 +7,10 @@ one job at a time:
 
 - deliveries from a control queue first (a backlog of write-backs never delays a
   control task by more than the job running now);
-- otherwise the oldest delivery, and with it every consecutive delivery of the same
-  ``batchable`` task that is waiting (at most ``batch_max``): one pool job
+- otherwise the oldest delivery, and with it every waiting delivery of the same
+  ``batchable`` task that no delivery of its own orchestrator waits before (at most
+  ``batch_max``; :func:`pick`: order is kept per orchestrator, so another
+  orchestrator's bulletin between two write-backs does not split them): one pool job
   (:func:`run_batch` -> :func:`orchmem.tasks.batch.apply_batch`) that stores each
   task's own result, then the gate acknowledges each message, after the commit;
 - any other task alone, through Celery's own request (results, events, acks as
@@ -36,7 +38,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from billiard.einfo import ExceptionInfo
@@ -86,6 +88,10 @@ def install(app: OrchmemCelery) -> bool:
         return False
     _APP = app
     # Concurrency is 1: the prefetch is what may wait in the gate while a batch runs.
+    # Not more: with twice the batch, the consumer is still fetching while a batch runs,
+    # and a worker killed then loses the message between kombu's BRPOP and its unacked
+    # record (kombu #305) far more often (test_batch_kill lost one); with one batch's
+    # worth it fetches nothing while a full batch runs.
     app.conf.worker_prefetch_multiplier = size
     app.steps["consumer"].add(BatchingStep)
     return True
@@ -181,11 +187,11 @@ class Gate:
         if self._hold_until:
             self._hold_until = 0.0
             self._restore_publish_order()
-        first = self.data.popleft()
-        job = [first]
-        if getattr(self.tasks.get(first.name), "batchable", False):
-            while self.data and len(job) < self.batch_max and self.data[0].name == first.name:
-                job.append(self.data.popleft())
+        taken = pick([(r.name, _orchestrator_of(r)) for r in self.data], self.batch_max,
+                     lambda name: bool(getattr(self.tasks.get(name), "batchable", False)))
+        job = [self.data[i] for i in taken]
+        for i in reversed(taken):
+            del self.data[i]
         return job
 
     def _restore_publish_order(self) -> None:
@@ -269,6 +275,45 @@ class Gate:
 
         self.pool.apply_async(run_batch, args=(job[0].name, items), accept_callback=accepted,
                               callback=done, error_callback=failed, timeout=limit)
+
+
+def pick(waiting: Sequence[tuple[str, str | None]], batch_max: int,
+         batchable: Callable[[str], bool]) -> list[int]:
+    """Positions of the next job among ``waiting`` ``(task name, orchestratorId)`` pairs,
+    in arrival order: the oldest, and when its task is batchable every later delivery
+    of the same task (at most ``batch_max``) that no delivery of its own orchestrator
+    still waits before.
+
+    Order matters per orchestrator (a bulletin must see the write-backs published
+    before it, and none after); across orchestrators it does not. So a bulletin of
+    orchestrator B waiting between write-backs of A and C no longer splits them into
+    two jobs: A's and C's go together, B's later ones wait behind B's bulletin.
+    A delivery whose orchestrator is unknown is a barrier (nothing after it joins).
+    """
+    if not waiting:
+        return []
+    name, _ = waiting[0]
+    taken = [0]
+    if not batchable(name):
+        return taken
+    held: set[str | None] = set()
+    for position in range(1, len(waiting)):
+        if len(taken) >= batch_max:
+            break
+        other, orchestrator = waiting[position]
+        if orchestrator is None:
+            break
+        if other == name and orchestrator not in held:
+            taken.append(position)
+        else:
+            held.add(orchestrator)
+    return taken
+
+
+def _orchestrator_of(request: Request) -> str | None:
+    value = (request.kwargs or {}).get("orchestrator_id") \
+        if isinstance(request.kwargs, dict) else None
+    return value if isinstance(value, str) else None
 
 
 def _worker_lost(exc_info: Any) -> bool:

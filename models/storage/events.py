@@ -13,6 +13,7 @@ from ..schema import (
 )
 from .database import OrchestratorDB
 from .migrations import schema_version
+from .statements import run, run_many
 from .tables import (
     META_EVENT_WATERMARK,
     MemoryEventIdRow,
@@ -30,21 +31,19 @@ def add_event(op: str, memory_ids: Sequence[str], *, before: Any = None, after: 
               reason: str | None = None, actor: str = "system", key: str | None = None) -> int:
     """Append one audit row and its ``memory_event_ids`` pairs; call inside a write
     transaction. Returns the event's id (the watermark)."""
-    row = MemoryEventRow.create(
-        op=op,
-        memory_ids=json.dumps(list(memory_ids)),
-        before=json.dumps(before) if before is not None else None,
-        after=json.dumps(after) if after is not None else None,
-        reason=reason,
-        actor=actor,
-        idempotency_key=key,
-        at=format_ts(utc_now()),
-    )
-    pairs = [{"memory_id": m, "event": row.id} for m in dict.fromkeys(memory_ids)]
-    if pairs:
-        MemoryEventIdRow.insert_many(pairs).execute()
-    set_meta(META_EVENT_WATERMARK, str(row.id))
-    return int(row.id)
+    event_id = int(run(_ADD_EVENT, (
+        op, json.dumps(list(memory_ids)),
+        json.dumps(before) if before is not None else None,
+        json.dumps(after) if after is not None else None,
+        reason, actor, key, format_ts(utc_now()))).lastrowid)
+    run_many("INSERT INTO memory_event_ids (memory_id, event_id) VALUES (?, ?)",
+             [(m, event_id) for m in dict.fromkeys(memory_ids)])
+    set_meta(META_EVENT_WATERMARK, str(event_id))
+    return event_id
+
+
+_ADD_EVENT = ("INSERT INTO memory_events (op, memory_ids, before, after, reason, actor, "
+              "idempotency_key, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
 
 
 def naming(memory_id: str) -> Any:
@@ -63,7 +62,7 @@ def naming(memory_id: str) -> Any:
 
 
 def set_meta(key: str, value: str) -> None:
-    MetaRow.insert(key=key, value=value).on_conflict_replace().execute()
+    run("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
 
 
 def bump_meta(key: str) -> int:

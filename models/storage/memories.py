@@ -33,8 +33,8 @@ from .database import OrchestratorDB
 from .events import add_event, naming
 from .governance_columns import governance_fields
 from .reflection import topics_of
+from .statements import placeholders, run
 from .tables import (
-    CrystalRow,
     MemoryEventRow,
     MemoryRow,
     MemorySourceRow,
@@ -78,11 +78,40 @@ def _stored(row: MemoryRow) -> StoredMemory:
         forgotten=bool(row.forgotten), created_at=row.created_at)
 
 
-def _active_of(memory_type: str) -> Any:
-    """Active memories of ``memory_type`` that a write can reinforce or link: not
-    crystals (reflection's digests of a topic are never a statement's duplicate)."""
-    return (MemoryRow.type == memory_type) & (MemoryRow.status == Status.ACTIVE.value) \
-        & MemoryRow.memory_id.not_in(CrystalRow.select(CrystalRow.memory_id))
+#: The columns of :class:`StoredMemory`, in its field order.
+_STORED = ("memory_id, type, content, importance, confidence, status, subject, value, "
+           "fingerprint, stated, reinforcements, forgotten, created_at")
+
+
+def _stored_of(row: tuple[Any, ...]) -> StoredMemory:
+    (memory_id, type_, content, importance, confidence, status, subject, value,
+     fingerprint, stated, reinforcements, forgotten, created_at) = row
+    return StoredMemory(memory_id, type_, content, importance, confidence, status, subject,
+                        value, fingerprint, bool(stated), reinforcements, bool(forgotten),
+                        created_at)
+
+
+def _active_where(memory_type: str, within: MemoryInput | None) -> tuple[str, list[Any]]:
+    """SQL text (and its parameters) of the memories a candidate ``within`` may reinforce,
+    update or contradict: active memories of ``memory_type``, not crystals (reflection's
+    digests of a topic are never a statement's duplicate), of its own scope (the same
+    session or project) and on the same side of ``restricted``, so a merge never moves
+    a statement out of the view it was written for (any scope when ``within`` is None)."""
+    where = ("type = ? AND status = 'active' AND memory_id NOT IN "
+             "(SELECT memory_id FROM crystals)")
+    params: list[Any] = [memory_type]
+    if within is None:
+        return where, params
+    restricted = within.sensitivity == Sensitivity.RESTRICTED
+    where += " AND scope = ? AND sensitivity " + ("= 'restricted'" if restricted
+                                                  else "!= 'restricted'")
+    params.append(within.scope.value)
+    for column, value, scope in (("session_id", within.session_id, Scope.SESSION),
+                                 ("project_id", within.project_id, Scope.PROJECT)):
+        if within.scope == scope:
+            where += f" AND {column} IS NULL" if value is None else f" AND {column} = ?"
+            params += [] if value is None else [value]
+    return where, params
 
 
 def get(memory_id: str) -> StoredMemory | None:
@@ -93,58 +122,45 @@ def get(memory_id: str) -> StoredMemory | None:
 
 def exists(memory_id: str) -> bool:
     """True when a row (live or forgotten) has id ``memory_id`` (inside a bound block)."""
-    return bool(MemoryRow.select().where(MemoryRow.memory_id == memory_id).exists())
-
-
-def same_partition(memory: MemoryInput | None) -> Any:
-    """Stored memories a candidate may reinforce, update or contradict: those of its own
-    scope (the same session or project) and on the same side of ``restricted``, so a
-    merge never moves a statement out of the view it was written for (all when None)."""
-    if memory is None:
-        return True
-    restricted = memory.sensitivity == Sensitivity.RESTRICTED
-    where = (MemoryRow.scope == memory.scope.value) & (
-        (MemoryRow.sensitivity == "restricted") if restricted
-        else (MemoryRow.sensitivity != "restricted"))
-    if memory.scope == Scope.SESSION:
-        where &= MemoryRow.session_id == memory.session_id
-    elif memory.scope == Scope.PROJECT:
-        where &= MemoryRow.project_id == memory.project_id
-    return where
+    return run("SELECT 1 FROM memories WHERE memory_id = ?", (memory_id,)).fetchone() \
+        is not None
 
 
 def find_duplicate(memory_type: str, fingerprint: str,
                    within: MemoryInput | None = None) -> StoredMemory | None:
-    """The oldest active memory of ``memory_type`` with ``fingerprint`` in the partition
-    of ``within`` (:func:`same_partition`), or None."""
-    row = (MemoryRow.select().where(_active_of(memory_type), same_partition(within),
-                                    MemoryRow.fingerprint == fingerprint)
-           .order_by(MemoryRow.id).first())
-    return None if row is None else _stored(row)
+    """The oldest active memory of ``memory_type`` with ``fingerprint`` that ``within`` may
+    merge with (:func:`_active_where`), or None."""
+    where, params = _active_where(memory_type, within)
+    row = run(f"SELECT {_STORED} FROM memories WHERE {where} AND fingerprint = ? "
+              "ORDER BY id LIMIT 1", (*params, fingerprint)).fetchone()
+    return None if row is None else _stored_of(row)
 
 
 def same_subject(memory_type: str, subject: str, *, exclude: str | None = None,
                  limit: int = SAME_SUBJECT_LIMIT,
                  within: MemoryInput | None = None) -> list[StoredMemory]:
-    """Active memories of ``memory_type`` filling ``subject`` in the partition of
-    ``within``, newest first, at most ``limit``, without ``exclude``."""
-    query = (MemoryRow.select().where(_active_of(memory_type), MemoryRow.subject == subject,
-                                      same_partition(within))
-             .order_by(MemoryRow.id.desc()))
+    """Active memories of ``memory_type`` filling ``subject`` that ``within``
+    may merge with (:func:`_active_where`), newest first, at most ``limit``, without ``exclude``."""
+    where, params = _active_where(memory_type, within)
     if exclude:
-        query = query.where(MemoryRow.memory_id != exclude)
-    return [_stored(r) for r in query.limit(limit)]
+        where += " AND memory_id != ?"
+        params.append(exclude)
+    return [_stored_of(r) for r in run(
+        f"SELECT {_STORED} FROM memories WHERE {where} AND subject = ? "
+        "ORDER BY id DESC LIMIT ?", (*params, subject, limit)).fetchall()]
 
 
 def active_among(memory_type: str, memory_ids: Sequence[str],
                  within: MemoryInput | None = None) -> dict[str, StoredMemory]:
-    """Those of ``memory_ids`` that are active memories of ``memory_type`` in the
-    partition of ``within``, by id."""
+    """Those of ``memory_ids`` that are active memories of ``memory_type`` that
+    ``within`` may merge with, by id."""
     if not memory_ids:
         return {}
-    rows = MemoryRow.select().where(_active_of(memory_type), same_partition(within),
-                                    MemoryRow.memory_id.in_(list(memory_ids)))
-    return {r.memory_id: _stored(r) for r in rows}
+    where, params = _active_where(memory_type, within)
+    ids = list(dict.fromkeys(memory_ids))
+    rows = run(f"SELECT {_STORED} FROM memories WHERE {where} AND memory_id IN "
+               f"({placeholders(len(ids))})", (*params, *ids)).fetchall()
+    return {r[0]: _stored_of(r) for r in rows}
 
 
 def insert_memory(memory_id: str, memory: MemoryInput, *, key: str,
@@ -154,24 +170,16 @@ def insert_memory(memory_id: str, memory: MemoryInput, *, key: str,
     now = utc_now()
     created = format_ts(memory.created_at or now)
     src = memory.source
-    MemoryRow.create(
-        memory_id=memory_id,
-        type=memory.type.value,
-        importance=memory.importance,
-        content=memory.content,
-        summary=memory.summary_or_default,
-        confidence=memory.confidence,
-        status=Status.ACTIVE.value,
-        **_provenance(src),
-        fingerprint=fingerprint or content_fingerprint(memory.type.value, memory.content),
-        subject=subject,
-        value=value,
-        stated=int(stated),
-        created_at=created,
-        updated_at=format_ts(now),
-        **governance_columns(memory),
-        **validity_columns(memory),
-    )
+    columns = {
+        "memory_id": memory_id, "type": memory.type.value, "importance": memory.importance,
+        "content": memory.content, "summary": memory.summary_or_default,
+        "confidence": memory.confidence, "status": Status.ACTIVE.value, **_provenance(src),
+        "fingerprint": fingerprint or content_fingerprint(memory.type.value, memory.content),
+        "subject": subject, "value": value, "stated": int(stated), "reinforcements": 0,
+        "forgotten": 0, "created_at": created, "updated_at": format_ts(now),
+        **governance_columns(memory), **validity_columns(memory)}
+    run(f"INSERT INTO memories ({', '.join(columns)}) VALUES "
+        f"({placeholders(len(columns))})", list(columns.values()))
     add_source(memory_id, src, key=key, at=created)
 
 
@@ -193,12 +201,13 @@ def _provenance(src: Source) -> dict[str, Any]:
 
 
 def add_source(memory_id: str, src: Source, *, key: str | None, at: str | None = None) -> None:
-    MemorySourceRow.create(
-        memory=memory_id,
-        **_provenance(src),
-        task_key=key,
-        captured_at=at or format_ts(utc_now()),
-    )
+    run(_ADD_SOURCE, (memory_id, *_provenance(src).values(), key,
+                      at or format_ts(utc_now())))
+
+
+_ADD_SOURCE = ("INSERT INTO memory_sources (memory_id, source_type, source_path, "
+               "conversation_id, workflow_run_id, step_id, captured_by, task_key, captured_at) "
+               "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
 
 
 def _place(src: Source) -> tuple[Any, ...]:

@@ -30,6 +30,7 @@ from orchmem.config import StorageError
 
 from ..schema import format_ts, utc_now
 from .database import OrchestratorDB
+from .statements import placeholders, run, run_many
 from .tables import TaskReceiptRow
 
 logger = logging.getLogger(__name__)
@@ -64,16 +65,22 @@ def begin(odb: OrchestratorDB, key: str, task: str, *, count: bool = True) -> De
     read the receipt (creating it if it is missing)."""
     now = format_ts(utc_now())
     with odb.write():
-        row = TaskReceiptRow.get_or_none(TaskReceiptRow.key == key)
+        row = run(_READ, (key,)).fetchone()
         if row is None:
-            row = TaskReceiptRow.create(key=key, task=task, status=STARTED,
-                                        deliveries=1, first_seen_at=now, updated_at=now)
-        elif count and row.status not in FINAL:
-            row.deliveries += 1
-            row.updated_at = now
-            row.save()
-        result = json.loads(row.result) if row.result else None
-        return Delivery(key=key, deliveries=row.deliveries, status=row.status, result=result)
+            run(_CREATE, (key, task, STARTED, now, now))
+            return Delivery(key=key, deliveries=1, status=STARTED, result=None)
+        status_, deliveries, result = row
+        if count and status_ not in FINAL:
+            deliveries += 1
+            run("UPDATE task_receipts SET deliveries = ?, updated_at = ? WHERE key = ?",
+                (deliveries, now, key))
+        return Delivery(key=key, deliveries=deliveries, status=status_,
+                        result=json.loads(result) if result else None)
+
+
+_READ = "SELECT status, deliveries, result FROM task_receipts WHERE key = ?"
+_CREATE = ("INSERT INTO task_receipts (key, task, status, deliveries, first_seen_at, "
+           "updated_at) VALUES (?, ?, ?, 1, ?, ?)")
 
 
 #: What :func:`begin_batch` found for a key: none (it created it), a final receipt
@@ -92,18 +99,30 @@ def begin_batch(odb: OrchestratorDB, keys: Sequence[tuple[str, str]]) -> list[st
     now = format_ts(utc_now())
     found: list[str] = []
     seen: set[str] = set()
+    fresh: list[tuple[str, str, str, str, str]] = []
     with odb.write():
+        stored = _statuses([key for key, _ in keys])
         for key, task in keys:
-            row = None if key in seen else TaskReceiptRow.get_or_none(TaskReceiptRow.key == key)
-            if key in seen or (row is not None and row.status not in FINAL):
+            if key in seen or (key in stored and stored[key] not in FINAL):
                 found.append(AGAIN)
-            elif row is not None:
+            elif key in stored:
                 found.append(FOUND_FINAL)
             else:
-                TaskReceiptRow.create(key=key, task=task, status=STARTED, deliveries=1,
-                                      first_seen_at=now, updated_at=now)
+                fresh.append((key, task, STARTED, now, now))
                 found.append(FRESH)
             seen.add(key)
+        run_many(_CREATE, fresh)
+    return found
+
+
+def _statuses(keys: Sequence[str]) -> dict[str, str]:
+    """key -> status of those of ``keys`` that have a receipt (in chunks; in a bound block)."""
+    unique = sorted(set(keys))
+    found: dict[str, str] = {}
+    for start in range(0, len(unique), _CHUNK):
+        chunk = unique[start:start + _CHUNK]
+        found.update(run(f"SELECT key, status FROM task_receipts WHERE key IN "
+                         f"({placeholders(len(chunk))})", chunk).fetchall())
     return found
 
 
@@ -121,12 +140,13 @@ def release(odb: OrchestratorDB, key: str) -> None:
 def finish(key: str, status: str, result: dict[str, Any]) -> None:
     """Store the outcome of ``key``; call inside the transaction that wrote the data."""
     now = format_ts(utc_now())
-    updated = (TaskReceiptRow.update(status=status, result=json.dumps(result), updated_at=now)
-               .where(TaskReceiptRow.key == key).execute())
+    text = json.dumps(result)
+    updated = run("UPDATE task_receipts SET status = ?, result = ?, updated_at = ? "
+                  "WHERE key = ?", (status, text, now, key)).rowcount
     if not updated:
-        TaskReceiptRow.create(key=key, task=result.get("task", "?"), status=status,
-                              result=json.dumps(result), deliveries=1,
-                              first_seen_at=now, updated_at=now)
+        run("INSERT INTO task_receipts (key, task, status, result, deliveries, "
+            "first_seen_at, updated_at) VALUES (?, ?, ?, ?, 1, ?, ?)",
+            (key, result.get("task", "?"), status, text, now, now))
 
 
 def complete(odb: OrchestratorDB, key: str, result: dict[str, Any]) -> None:
@@ -147,18 +167,17 @@ def reject(odb: OrchestratorDB, key: str, result: dict[str, Any]) -> None:
 
 def status_in_transaction(key: str) -> str | None:
     """The status of ``key`` inside the caller's transaction (None: no receipt)."""
-    row = (TaskReceiptRow.select(TaskReceiptRow.status)
-           .where(TaskReceiptRow.key == key).first())
-    return None if row is None else str(row.status)
+    row = run("SELECT status FROM task_receipts WHERE key = ?", (key,)).fetchone()
+    return None if row is None else str(row[0])
 
 
 def final_result_in_transaction(key: str) -> dict[str, Any] | None:
     """The stored result of ``key`` when its receipt is final (inside the caller's
     transaction): a task that finds one has already happened and must change nothing."""
-    row = TaskReceiptRow.get_or_none(TaskReceiptRow.key == key)
-    if row is None or row.status not in FINAL or not row.result:
+    row = run(_READ, (key,)).fetchone()
+    if row is None or row[0] not in FINAL or not row[2]:
         return None
-    return dict(json.loads(row.result))
+    return dict(json.loads(row[2]))
 
 
 def status(odb: OrchestratorDB, key: str) -> str | None:

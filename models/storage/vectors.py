@@ -24,11 +24,11 @@ from ..embedding import vector_to_blob
 from ..schema import format_ts, utc_now
 from .database import OrchestratorDB
 from .events import bump_meta, set_meta
+from .statements import run, run_many
 from .tables import (
     META_EMBEDDING_DELETES,
     META_EMBEDDING_SEQ,
     MemoryEmbeddingRow,
-    MetaRow,
     live,
 )
 
@@ -161,7 +161,11 @@ def product_threads(threads: int) -> None:
 
 
 def index_for(odb: OrchestratorDB, embedder: str, dim: int) -> VectorIndex:
-    """The process's up-to-date index of ``odb`` for ``embedder`` (created on first use)."""
+    """The process's up-to-date index of ``odb`` for ``embedder`` (created on first use).
+
+    Products with it run on ``embedding.torch_threads`` threads (:func:`product_threads`):
+    a write's reconciliation as well as a recall's search."""
+    product_threads(odb.settings.embedding.torch_threads)
     index = odb.cache.get(_CACHE_KEY)
     if not isinstance(index, VectorIndex) or index.embedder != embedder or index.dim != dim:
         index = VectorIndex(embedder=embedder, dim=dim)
@@ -181,7 +185,6 @@ def search(odb: OrchestratorDB, query: np.ndarray, *, embedder: str, limit: int,
     ``within`` restricts the search to those memoryIds. Inside the caller's ``odb.read()``
     the refresh and every ``keep`` query see that one snapshot.
     """
-    product_threads(odb.settings.embedding.torch_threads)
     index = index_for(odb, embedder, int(query.shape[0]))
     with index.lock:
         total = len(index)
@@ -227,12 +230,12 @@ def store_embeddings(ids_and_vectors: Iterable[tuple[str, np.ndarray]], embedder
     rows = list(ids_and_vectors)
     if not rows:
         return 0
-    row = MetaRow.get_or_none(MetaRow.key == META_EMBEDDING_SEQ)
-    first = (int(row.value) if row else 0) + 1
-    (MemoryEmbeddingRow.insert_many([
-        {"memory": memory_id, "embedder": embedder, "dim": int(vector.shape[0]),
-         "vector": vector_to_blob(vector), "seq": first + i, "updated_at": now}
-        for i, (memory_id, vector) in enumerate(rows)]).on_conflict_replace().execute())
+    row = run("SELECT value FROM meta WHERE key = ?", (META_EMBEDDING_SEQ,)).fetchone()
+    first = (int(row[0]) if row else 0) + 1
+    run_many("INSERT OR REPLACE INTO memory_embeddings (memory_id, embedder, dim, vector, "
+             "seq, updated_at) VALUES (?, ?, ?, ?, ?, ?)",
+             [(memory_id, embedder, int(vector.shape[0]), vector_to_blob(vector), first + i, now)
+              for i, (memory_id, vector) in enumerate(rows)])
     set_meta(META_EMBEDDING_SEQ, str(first + len(rows) - 1))
     return len(rows)
 

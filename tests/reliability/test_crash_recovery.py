@@ -162,8 +162,13 @@ def test_a_task_that_kills_its_worker_every_time_is_dead_lettered_after_3(
         publish(app, WRITEBACK, "poisoned", "wb", {"memories": [fact("warm")]})[1].get(90)
         poison_key, _ = publish(app, WRITEBACK, "poisoned", "wb", {
             "memories": [fact(t) for t in distinct_texts(300, seed=8)]})
-        others = [publish(app, WRITEBACK, "bystander", "wb", {"memories": [fact(t)]})[1]
-                  for t in distinct_texts(100, seed=9)]
+        # The bystanders are published meanwhile, so the loop below watches the poisoned
+        # task from its first delivery on (it may well finish within 100 publishes).
+        others: list[Any] = []
+        publisher = threading.Thread(target=lambda: others.extend(
+            publish(app, WRITEBACK, "bystander", "wb", {"memories": [fact(t)]})[1]
+            for t in distinct_texts(100, seed=9)))
+        publisher.start()
         db_path = settings.runtime_root("poisoned") / "memory" / "memory.db"
         killed = 0
         deadline = time.monotonic() + 150
@@ -178,6 +183,7 @@ def test_a_task_that_kills_its_worker_every_time_is_dead_lettered_after_3(
                     os.kill(pid, signal.SIGKILL)  # the task "kills its worker"
                 killed = state[1]
             time.sleep(0.005)
+        publisher.join()
         assert receipt(db_path, poison_key) == ("dead", 4)
         assert killed == 3
         assert all(r.get(timeout=120)["ok"] for r in others)

@@ -97,11 +97,13 @@ def test_crash_after_the_commit_before_the_move_is_repaired(
     with pytest.raises(Crash):
         scan(odb, embed, "test")
     assert calls == ["a.md", "b.txt"]
-    assert (odb.workspace.inflight_dir / "b.txt").exists()  # committed but not moved
+    # The scan committed its three files together: b and c are committed, not moved.
+    assert (odb.workspace.inflight_dir / "b.txt").exists()
+    assert (odb.workspace.inflight_dir / "c.json").exists()
     monkeypatch.setattr(ingest_module, "move_to_processed", real)
     result = scan(odb, embed, "test")
     outcomes = {f["file"]: f["outcome"] for f in result["files"]}
-    assert outcomes == {"b.txt": "repaired", "c.json": "ingested"}
+    assert outcomes == {"b.txt": "repaired", "c.json": "repaired"}
     assert_ingested_once(odb, result)
 
 
@@ -116,10 +118,13 @@ def test_crash_after_the_move_before_it_is_marked_changes_nothing(
     monkeypatch.setattr(ingest_module, "mark_moved", dies_before_marking)
     with pytest.raises(Crash):
         scan(odb, embed, "test")
-    assert contents(odb) == ["Adopt trunk-based development", "Review PRs within a day"]
+    # One commit for the scan's files, every file moved, no row marked moved yet.
+    assert len(contents(odb)) == 5
+    assert sorted(p.name for p in odb.workspace.processed_dir.iterdir()) == [
+        "a.md", "b.txt", "c.json"]
     monkeypatch.setattr(ingest_module, "mark_moved", real)
     result = scan(odb, embed, "test")
-    assert {f["file"] for f in result["files"]} == {"b.txt", "c.json"}  # a.md is not redone
+    assert result["files"] == []  # nothing is redone: the rows are marked moved
     assert_ingested_once(odb, result)
 
 
@@ -223,3 +228,54 @@ def test_a_newer_file_dropped_under_the_name_of_one_not_yet_moved_is_kept_apart(
     with odb.bound():
         rows = odb.db.execute_sql("SELECT outcome, moved FROM ingest_manifest").fetchall()
     assert rows == [("ingested", 1)] * 2
+
+
+def test_a_scan_embeds_its_new_files_once_and_commits_them_together_each_with_its_outcome(
+        odb: OrchestratorDB, embed: Any) -> None:
+    files = drop(odb)
+    ingest = odb.workspace.ingest_dir
+    (ingest / "d.txt").write_text(files["b.txt"])  # b's content again, in the same scan
+    # An edge to a memory this orchestrator lacks: rejected at its commit, alone.
+    (ingest / "e.json").write_text(json.dumps({
+        "memories": [{"type": "Fact", "content": "The office opens at nine", "key": "o"}],
+        "edges": [{"fromMemoryId": "o", "toMemoryId": "m-00000000-0000000000000000",
+                   "edgeType": "RelatedTo", "weight": 0.5}]}))
+    calls: list[int] = []
+
+    def counted(items: list[Any]) -> Any:
+        calls.append(len(items))
+        return embed(items)
+
+    transactions: list[list[str]] = []
+
+    def traced(statement: str) -> None:
+        if statement.startswith("BEGIN"):
+            transactions.append([])
+        elif transactions:
+            transactions[-1].append(statement)
+
+    odb.db.connection().set_trace_callback(traced)
+    try:
+        result = scan(odb, counted, "test")
+    finally:
+        odb.db.connection().set_trace_callback(None)
+    outcomes = {f["file"]: (f["outcome"], f.get("reason")) for f in result["files"]}
+    assert outcomes == {"a.md": ("ingested", None), "b.txt": ("ingested", None),
+                        "c.json": ("ingested", None), "d.txt": ("duplicate", "duplicate"),
+                        "e.json": ("rejected", "scope_violation")}
+    # a, b and c in one model call and one transaction; d (b's content) made the scan
+    # commit them before it was looked at; e alone at the end.
+    assert calls == [5, 1]
+    writing = [t for t in transactions
+               if any(s.startswith('INSERT INTO memories') for s in t)]
+    assert len(writing) == 2
+    assert sum('"ingest_manifest"' in s for s in writing[0]) == 3  # a, b and c
+    assert contents(odb) == sorted([
+        "Adopt trunk-based development", "Review PRs within a day", "I prefer async standups.",
+        "Remind me to order the new laptops.", "The budget is 40k"])
+    with odb.bound():
+        rows = odb.db.execute_sql(
+            "SELECT file_name, outcome, moved FROM ingest_manifest ORDER BY id").fetchall()
+    assert sorted(rows) == [("a.md", "ingested", 1), ("b.txt", "ingested", 1),
+                            ("c.json", "ingested", 1), ("d.txt", "duplicate", 1),
+                            ("e.json", "rejected", 1)]
