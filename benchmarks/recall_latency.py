@@ -205,9 +205,10 @@ def settings_for(root: Path, backend: str, args: argparse.Namespace) -> Settings
     """The backend with the defaults of its release: the old one ran torch with one
     thread per core, the new one with ``torch_threads = 1`` (``--threads`` overrides)."""
     threads = args.threads or ((os.cpu_count() or 1) if backend == OLD else 1)
+    retrieval = {} if args.router is None else {"retrieval": {"router": args.router}}
     return load_settings(environ={}, root=root, broker_url="", embedding={
         "backend": backend, "query_cache_size": 0, "onnx_threads": args.threads,
-        "torch_threads": threads})
+        "torch_threads": threads}, memory=retrieval)
 
 
 def main() -> None:
@@ -222,6 +223,8 @@ def main() -> None:
     parser.add_argument("--load-backend", default=NEW)
     parser.add_argument("--load-threads", type=int, default=1)
     parser.add_argument("--no-fresh", action="store_true", help="skip the fresh-process timing")
+    parser.add_argument("--router", action=argparse.BooleanOptionalAction, default=None,
+                        help="memory.retrieval.router (default: the release's default)")
     parser.add_argument("--root", help="keep the databases here (default: a temp folder)")
     args = parser.parse_args()
     results: dict[str, Any] = {}

@@ -10,10 +10,8 @@ its vectors are read-only, so a caller cannot change what the next one gets.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections import OrderedDict
-from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
@@ -48,49 +46,12 @@ class QueryVectors:
                 self._vectors.popitem(last=False)
         return vector
 
-    def cached(self, embedder: Embedder, text: str) -> np.ndarray | None:
-        """The kept vector for ``text``, or None (nothing is computed)."""
-        if self.size <= 0:
-            return None
-        with self._lock:
-            return self._vectors.get((embedder.version, text))
-
-    def ahead(self, embedder: Embedder, text: str) -> Future[np.ndarray]:
-        """``vector(embedder, text)`` computed on the process's embedding thread while
-        the caller goes on (a recall runs its full-text search meanwhile: the model and
-        SQLite both release the GIL). A kept vector comes back already resolved."""
-        done = self.cached(embedder, text)
-        if done is not None:
-            resolved: Future[np.ndarray] = Future()
-            resolved.set_result(done)
-            return resolved
-        return _pool().submit(self.vector, embedder, text)
-
     def __len__(self) -> int:
         return len(self._vectors)
 
 
 _caches: dict[int, QueryVectors] = {}
 _caches_lock = threading.Lock()
-#: Threads that embed queries ahead of a recall's reads; several serve the threads of a
-#: reader worker (``reader.concurrency``) at once.
-AHEAD_THREADS = 4
-#: The process's pool, by pid: a forked child (a prefork worker's) has none of its
-#: parent's threads, so it starts its own.
-_ahead: dict[int, ThreadPoolExecutor] = {}
-
-
-def _pool() -> ThreadPoolExecutor:
-    pid = os.getpid()
-    pool = _ahead.get(pid)
-    if pool is None:
-        with _caches_lock:
-            pool = _ahead.get(pid)
-            if pool is None:
-                _ahead.clear()
-                pool = _ahead[pid] = ThreadPoolExecutor(AHEAD_THREADS,
-                                                        thread_name_prefix="orchmem-embed")
-    return pool
 
 
 def query_vectors(size: int) -> QueryVectors:

@@ -240,11 +240,14 @@ def _limit(top_n: int | None, params: RetrievalSettings) -> int:
 
 def _snapshot_answer(odb: OrchestratorDB, search: _Search, clock: datetime,
                      warnings: list[str], episodes: bool) -> dict[str, Any]:
-    """One read snapshot for the answer, the similar episodes and the watermark; the
-    query is embedded on another thread meanwhile, so the full-text search does not
-    wait for the model (nor the model for it)."""
-    encoded = (_embed_ahead(odb, search.text, warnings)
-               if search.mode in ("hybrid", "vector") else _no_vector)
+    """The query embedded first (no read transaction waits on the model), then one read
+    snapshot for the answer, the similar episodes and the watermark.
+
+    Embedding on another thread while the full-text search runs was measured and not
+    kept: ONNX Runtime already runs on both cores of this machine, and a model run on
+    another thread than the last one costs more than the overlap saved (README
+    "Query embedding and recall")."""
+    encoded = _embed(odb, search.text, warnings) if search.mode in ("hybrid", "vector") else None
     with odb.read():
         answer = _answer(odb, search, encoded, clock, warnings)
         answer["episodes"] = similar_episodes(odb, search.text, view=search.view) \
@@ -303,54 +306,32 @@ def _check_types(types: Sequence[str] | None) -> list[str] | None:
 Encoded: TypeAlias = "tuple[np.ndarray, str]"
 
 
-def _no_vector() -> Encoded | None:
-    return None
-
-
-def _embed_ahead(odb: OrchestratorDB, text: str, warnings: list[str]
-                 ) -> Callable[[], Encoded | None]:
-    """Start embedding ``text``; the returned call gives the query vector and the
-    embedder's version, or None (and a warning) on failure."""
-    settings = odb.settings.embedding
+def _embed(odb: OrchestratorDB, text: str, warnings: list[str]) -> Encoded | None:
+    """The query vector and the embedder's version, or None (and a warning) on failure."""
     try:
+        settings = odb.settings.embedding
         embedder = get_embedder(settings)
-        pending = query_vectors(settings.query_cache_size).ahead(embedder,
-                                                                  text[:MAX_EMBED_CHARS])
+        vector = query_vectors(settings.query_cache_size).vector(embedder,
+                                                                 text[:MAX_EMBED_CHARS])
+        return vector, embedder.version
     except EmbeddingError as exc:
-        failure = exc
-        return lambda: _degraded(odb, failure, warnings)
-
-    def encoded() -> Encoded | None:
-        try:
-            return pending.result(), embedder.version
-        except EmbeddingError as exc:
-            return _degraded(odb, exc, warnings)
-    return encoded
+        warnings.append(f"vector search unavailable ({exc}); answered from full text")
+        odb.log.write("recall_degraded", reason=str(exc)[:300])
+        return None
 
 
-def _degraded(odb: OrchestratorDB, exc: EmbeddingError, warnings: list[str]) -> Encoded | None:
-    warnings.append(f"vector search unavailable ({exc}); answered from full text")
-    odb.log.write("recall_degraded", reason=str(exc)[:300])
-    return None
-
-
-def _answer(odb: OrchestratorDB, search: _Search, embedded: Callable[[], Encoded | None],
+def _answer(odb: OrchestratorDB, search: _Search, encoded: Encoded | None,
             now: datetime, warnings: list[str]) -> dict[str, Any]:
-    """Search, rank and assemble; the caller holds one read snapshot around all of it.
-    ``embedded`` gives the query vector once the full-text search is done."""
+    """Search, rank and assemble; the caller holds one read snapshot around all of it."""
     text_hits = (fts.search(odb, search.text, limit=search.params.top_k_text,
                             statuses=search.statuses, types=search.types, within=search.within,
                             view=search.view)
                  if search.mode in ("hybrid", "text") else [])
     text_ids = [h.memory_id for h in text_hits]
-    # The rows of the text hits are read while the model still runs; the vector side's
-    # filter reads the rows of what it keeps.
-    read = {i.memory_id: i for i in recall_reads.rank_inputs(odb, text_ids)}
-    encoded = embedded()
     vector_hits: list[vectors.VectorHit] = []
     vector_available = encoded is not None
     if encoded is not None:
-        vector_hits, vector_available = _vector_side(odb, encoded, search, warnings, read)
+        vector_hits, vector_available = _vector_side(odb, encoded, search, warnings)
     vector_ids = [h.memory_id for h in vector_hits]
     cosines = {h.memory_id: h.cosine for h in vector_hits}
     window = dated(odb, search.asked.plan, encoded if vector_available else None,
@@ -362,9 +343,7 @@ def _answer(odb: OrchestratorDB, search: _Search, embedded: Callable[[], Encoded
                                             ids=[m for m in text_ids if m not in cosines]))
         # A memory of the asked days is held to full text's lower bar.
         floor = relevance_floor(cosines, {*text_ids, *window}, search.params)
-    read.update((i.memory_id, i) for i in recall_reads.rank_inputs(
-        odb, [m for m in window if m not in read]))
-    inputs = [read[m] for m in dict.fromkeys([*text_ids, *vector_ids, *window]) if m in read]
+    inputs = recall_reads.rank_inputs(odb, [*{*vector_ids, *text_ids, *window}])
     rows = {i.memory_id: i.row for i in inputs}
     as_of = search.asked.as_of
     ranked = fuse(vector_ids, text_ids, _features(odb, inputs), search.params, now,
@@ -413,16 +392,11 @@ def relevance_floor(cosines: dict[str, float], text_ids: set[str],
 
 
 def _vector_side(odb: OrchestratorDB, encoded: Encoded, search: _Search,
-                 warnings: list[str], read: dict[str, recall_reads.RankInputs]
-                 ) -> tuple[list[vectors.VectorHit], bool]:
-    """The vector hits that pass the recall's filters; their rows are added to ``read``."""
+                 warnings: list[str]) -> tuple[list[vectors.VectorHit], bool]:
     query_vector, version = encoded
 
     def keep(ids: list[str]) -> set[str]:
-        kept = recall_reads.passing_inputs(odb, [m for m in ids if m not in read],
-                                           search.statuses, search.types, search.view)
-        read.update(kept)
-        return set(kept) | {m for m in ids if m in read}
+        return recall_reads.passing(odb, ids, search.statuses, search.types, search.view)
 
     hits, total = vectors.search(odb, query_vector, embedder=version,
                                  limit=search.params.top_k_vector, keep=keep,

@@ -121,23 +121,6 @@ def passing(odb: OrchestratorDB, ids: Sequence[str], statuses: Sequence[str],
                                   (_json(ids), _json(statuses), _json(types), *seen_params))}
 
 
-def passing_inputs(odb: OrchestratorDB, ids: Sequence[str], statuses: Sequence[str],
-                   types: Sequence[str] | None, view: View = DEFAULT_VIEW
-                   ) -> dict[str, RankInputs]:
-    """:func:`passing` and :func:`rank_inputs` in one statement: the rank inputs (and
-    rows) of those of ``ids`` that pass, by memoryId."""
-    if not ids:
-        return {}
-    seen, seen_params = view.sql()
-    typed = " AND +type IN (SELECT value FROM json_each(?))" if types is not None else ""
-    params = (_json(ids), _json(statuses), *([_json(types)] if types is not None else []),
-              *seen_params)
-    sql = (f"{_NODES[has_time(odb)]} AND +forgotten = 0 AND +status IN {_IDS}{typed} "
-           f"AND {seen}")
-    return {row[0]: RankInputs(row[0], row[2], row[5], row[13], row[1], row)
-            for row in odb.sql(sql, params)}
-
-
 def rank_inputs(odb: OrchestratorDB, ids: Sequence[str]) -> list[RankInputs]:
     """Importance, confidence and createdAt of each of ``ids`` that exists (with its row)."""
     if not ids:
