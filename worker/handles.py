@@ -79,7 +79,13 @@ def task_result(value: Any) -> dict[str, Any] | None:
 
 
 def found_by(scores: Scores) -> str:
-    """How a recalled memory was found, in words: "vector #2, full text #1"."""
+    """How a recalled memory was found, in words: "vector #2, full text #1", or "next to
+    a hit" for a memory the router's expansion added (beside a hit in its conversation
+    or linked to one), "said in the asked days" for one only the router's dated list
+    found."""
+    if not scores.vector_rank and not scores.text_rank:
+        return ("said in the asked days" if scores.rrf > 0 else
+                "next to a hit (same conversation or linked)")
     parts = [f"vector #{scores.vector_rank}" if scores.vector_rank else "not found by vector",
              f"full text #{scores.text_rank}" if scores.text_rank else
              "not found by full text"]

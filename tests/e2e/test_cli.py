@@ -350,6 +350,9 @@ def test_demo_runs_the_scripted_session_and_shows_every_promised_part(
     assert re.search(r"recalled #1 \w+ \".+\" score \d\.\d{4} \(vector #\d+, full text #\d+, "
                      r"importance x\d\.\d\d\)", trace)
     assert "text #-" not in trace
+    # The router's expansion adds the memories beside a hit; they say so.
+    assert "(next to a hit (same conversation or linked), importance" in trace
+    assert "not found by vector, not found by full text" not in trace
     # The denial is shown once, in the trace; not also as a raw log line.
     assert "may not recall the memory" not in done.stderr, done.stderr
     assert bulletin.count("The deadline is Friday") == 1, bulletin

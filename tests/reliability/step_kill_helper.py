@@ -28,7 +28,7 @@ def main() -> None:
     def trace(statement: str) -> None:
         if statement.startswith("BEGIN"):
             seen.clear()
-        elif statement.startswith('INSERT INTO "memories"'):
+        elif statement.startswith(('INSERT INTO "memories"', "INSERT INTO memories ")):
             seen.add("memory")
         elif statement.startswith("INSERT INTO log_events"):
             seen.add("log")
