@@ -30,6 +30,7 @@ from .episodes import project_run
 from .storage import redaction
 from .storage.database import OrchestratorDB
 from .storage.execlog import has_log
+from .storage.fts import match_expression
 from .textquery import STOPWORDS
 
 _WORD = re.compile(r"\w+")
@@ -83,7 +84,7 @@ def forget_runs(odb: OrchestratorDB, run_id: str | None, conversation_id: str | 
 def _quoting(odb: OrchestratorDB, words: set[str]) -> list[str]:
     if not words:
         return []
-    return redaction.episodes_matching(odb, " AND ".join(f'"{w}"' for w in sorted(words)))
+    return redaction.episodes_matching(odb, match_expression(sorted(words), "AND"))
 
 
 def _rebuild(odb: OrchestratorDB, run_ids: Sequence[str], words: set[str], now: str) -> int:

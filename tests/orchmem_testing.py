@@ -249,3 +249,10 @@ def finishes_within(seconds: int, what: str) -> Iterator[None]:
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
+
+
+def open_odb(memory: Any) -> Any:
+    """The open database of a ``MemoryClient``'s own orchestrator (it must exist)."""
+    odb = memory.databases.open(memory.orchestrator_id)
+    assert odb is not None, memory.orchestrator_id
+    return odb

@@ -17,6 +17,7 @@ import time
 from ..schema import Status, format_ts, utc_now
 from .database import OrchestratorDB
 from .events import naming
+from .fts import optimize_index
 from .reflection import scrub
 from .tables import MemoryEdgeRow, MemoryEventRow, MemoryRow, MemorySourceRow
 from .vectors import delete_embedding
@@ -45,7 +46,7 @@ def erase(odb: OrchestratorDB, memory_id: str) -> None:
     for crystal in scrub(memory_id):  # a crystal that quoted it goes with it
         erase(odb, crystal)
     # Merging every segment drops the deleted tokens; until then they stay in the index.
-    odb.db.execute_sql("INSERT INTO memory_fts(memory_fts) VALUES ('optimize')")
+    optimize_index(odb)
 
 
 #: Tries of the truncating checkpoint while readers hold old snapshots, and the pause.

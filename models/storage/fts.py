@@ -18,9 +18,25 @@ if TYPE_CHECKING:
     from .database import OrchestratorDB
 
 
-def match_expression(terms: Sequence[str]) -> str:
-    """An FTS5 MATCH string: every term a quoted string, joined by OR."""
-    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+def match_expression(terms: Sequence[str], operator: str = "OR") -> str:
+    """An FTS5 MATCH string: every term a quoted string, joined by ``operator`` (OR:
+    any of them; AND: all of them)."""
+    if operator not in ("OR", "AND"):
+        raise ValueError(f"operator must be OR or AND, got {operator!r}")
+    return f" {operator} ".join('"' + term.replace('"', '""') + '"' for term in terms)
+
+
+#: The full-text indexes of memory.db.
+FTS_TABLES = frozenset({"memory_fts", "episode_fts"})
+
+
+def optimize_index(odb: OrchestratorDB, table: str = "memory_fts") -> None:
+    """Merge every segment of the FTS5 index ``table`` into one (inside a write
+    transaction): deleted tokens leave the index only then, and a query term is looked
+    up once instead of once per segment."""
+    if table not in FTS_TABLES:
+        raise ValueError(f"not a full-text index: {table!r}")
+    odb.db.execute_sql(f"INSERT INTO {table}({table}) VALUES ('optimize')")
 
 
 @dataclass(frozen=True)
@@ -92,5 +108,5 @@ def merge_segments(odb: OrchestratorDB) -> int:
     with odb.write():
         before = int(odb.sql("SELECT count(DISTINCT segid) FROM memory_fts_idx")[0][0])
         if before > 1:
-            odb.sql("INSERT INTO memory_fts(memory_fts) VALUES ('optimize')")
+            optimize_index(odb)
     return before

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .execlog import has_log
+from .fts import optimize_index
 
 if TYPE_CHECKING:
     from .database import OrchestratorDB
@@ -134,4 +135,4 @@ def rewrite_episode(odb: OrchestratorDB, run_id: str, title: str, summary: str,
 
 def merge_episode_index(odb: OrchestratorDB) -> None:
     """Merge every segment of ``episode_fts``: deleted tokens leave the index only then."""
-    odb.db.execute_sql("INSERT INTO episode_fts(episode_fts) VALUES ('optimize')")
+    optimize_index(odb, "episode_fts")

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from orchmem_testing import make_settings
+from orchmem_testing import open_odb as odb_of
 
 from orchmem.models.episodes import similar_episodes
 from orchmem.models.execlog import event_id_for
@@ -23,12 +24,6 @@ ORCH = "log-bot"
 @pytest.fixture
 def memory(tmp_path: Path) -> MemoryClient:
     return MemoryClient(ORCH, make_settings(tmp_path / "root", ""), immediate=True)
-
-
-def odb_of(memory: MemoryClient) -> Any:
-    odb = memory.databases.open(ORCH)
-    assert odb is not None
-    return odb
 
 
 PARSER = "The parser crashes on empty input. Find the cause."

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from orchmem_testing import make_settings
+from orchmem_testing import open_odb as odb_of
 
 from orchmem.models.episodes import similar_episodes
 from orchmem.models.storage.execlog import read_log
@@ -24,12 +25,6 @@ C7 = View(session_id="c-7")
 @pytest.fixture
 def memory(tmp_path: Path) -> MemoryClient:
     return MemoryClient(ORCH, make_settings(tmp_path / "root", ""), immediate=True)
-
-
-def odb_of(memory: MemoryClient) -> Any:
-    odb = memory.databases.open(ORCH)
-    assert odb is not None
-    return odb
 
 
 def logged_run(memory: MemoryClient, conversation_id: str = "c-7",
