@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+import uuid
 from typing import Any
 
 from celery import shared_task
@@ -44,6 +45,11 @@ MAX_PENDING = 10_000
 REPLY_KEY = re.compile(r"orchmem\.reply\.[0-9a-f]{32}")
 #: Seconds an answer waits on its list for a client that gave up (it holds memory text).
 REPLY_TTL_S = 60
+
+
+def new_reply_key() -> str:
+    """A fresh key of the form :data:`REPLY_KEY` accepts, for one recall's answer."""
+    return f"orchmem.reply.{uuid.uuid4().hex}"
 
 
 def wait_for_receipts(databases: Databases, orchestrator_id: str, keys: list[str],

@@ -19,7 +19,6 @@ nobody took expires within a minute.
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -30,7 +29,7 @@ from orchmem.config import OrchmemError
 from orchmem.models.recall import RecallBundle
 from orchmem.models.storage.visibility import DEFAULT_VIEW, View
 from orchmem.tasks.publish import send
-from orchmem.tasks.read import RECALL_READ
+from orchmem.tasks.read import RECALL_READ, new_reply_key
 
 from .redis_clients import broker_client
 from .routing import queue_for
@@ -119,7 +118,7 @@ def _ask(client: MemoryClient, kwargs: dict[str, Any], timeout: float) -> Any:
     """The reader's answer, or None when none came within ``timeout``."""
     if client.app.conf.task_always_eager:  # immediate mode: the task runs right here
         return send(client.app, RECALL_READ, kwargs).get(propagate=False)
-    reply = f"orchmem.reply.{uuid.uuid4().hex}"
+    reply = new_reply_key()
     send(client.app, RECALL_READ, {**kwargs, "reply": reply}, expires_s=timeout,
          ignore_result=True)
     try:
