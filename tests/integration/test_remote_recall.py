@@ -203,6 +203,29 @@ def test_a_read_leaves_no_unacked_copy_in_the_broker(settings: Settings, app: Or
     assert copies == [], copies
 
 
+def test_a_client_of_an_earlier_release_gets_its_answer_from_the_result_store(
+        settings: Settings, app: OrchmemCelery, reader: ReaderProcess) -> None:
+    """A message without ``reply`` (sent by an earlier release) is answered in full
+    through Celery's result store, the same bundle the reply list carries."""
+    from orchmem.tasks.publish import send
+    from orchmem.tasks.read import RECALL_READ
+
+    orch = unique_id("remote-old-client")
+    local = MemoryClient(orch, settings)
+    texts = ["The lighthouse keeper logs the weather at dawn",
+             "The lighthouse lamp was replaced in March",
+             "Fog horns sound every thirty seconds in fog",
+             "The keeper's cottage has a red door"]
+    assert local.write_back(memories=[_memory(t) for t in texts]).wait(60)["ok"]
+    query = "what does the lighthouse keeper do?"
+    answer = send(app, RECALL_READ, {"orchestrator_id": orch, "query": query, "options": {},
+                                     "pending": [], "wait_s": 0.0}).get(timeout=30)
+    assert answer["ok"] is True and answer["pending"] == []
+    old_ids = [node["memory"]["memoryId"] for node in answer["bundle"]["nodes"]]
+    new = MemoryClient(orch, settings, remote=True).recall(query)
+    assert old_ids == new.memory_ids and len(old_ids) >= 2
+
+
 def test_a_reader_writes_only_to_reply_keys(settings: Settings, app: OrchmemCelery,
                                            reader: ReaderProcess) -> None:
     """A message naming another key (a queue, a result) for the answer is refused: the
