@@ -86,7 +86,7 @@ def apply_batch(task: MemoryTask, waiting: Sequence[Waiting]) -> list[Outcome]:
         groups.setdefault(_orchestrator(item), []).append(position)
     plans = [(positions, _plan(task, orchestrator_id, [waiting[p] for p in positions]))
              for orchestrator_id, positions in groups.items()]
-    texts = [text for _, steps in plans for step in steps for text in step.texts()]
+    texts = [text for _, steps in plans for step in steps for text in step.texts(task)]
     outcomes: list[Outcome | None] = [None] * len(waiting)
     with _vectors_ahead(task, texts):
         for positions, steps in plans:
@@ -108,7 +108,7 @@ class _Alone:
 
     item: Waiting
 
-    def texts(self) -> list[str]:
+    def texts(self, task: MemoryTask) -> list[str]:
         return []
 
     def apply(self, task: MemoryTask) -> list[Outcome]:
@@ -124,13 +124,14 @@ class _Counted:
     run: list[tuple[str, Waiting]]
     found: list[str]
 
-    def texts(self) -> list[str]:
+    def texts(self, task: MemoryTask) -> list[str]:
         """The texts to embed ahead: none when a delivery came back unfinished (it may
         be what crashed the model: each then embeds on its own)."""
         if receipts.AGAIN in self.found:
             return []
         return [text for (_, item), state in zip(self.run, self.found, strict=True)
-                if state == receipts.FRESH for text in texts_of(item.kwargs.get("payload"))]
+                if state == receipts.FRESH
+                for text in task.texts_ahead(self.odb, item.kwargs.get("payload"))]
 
     def apply(self, task: MemoryTask) -> list[Outcome]:
         return _apply_run(task, self.odb, self.run, self.found)
@@ -238,15 +239,6 @@ def _vectors_ahead(task: MemoryTask, texts: list[str]) -> Iterator[None]:
         return
     with batch_vectors.ahead(embedder, texts):
         yield
-
-
-def texts_of(payload: Any) -> list[str]:
-    """The texts a record-writing payload names outright: ``memories[].content``."""
-    memories = payload.get("memories") if isinstance(payload, dict) else None
-    if not isinstance(memories, list):
-        return []
-    return [m["content"] for m in memories
-            if isinstance(m, dict) and isinstance(m.get("content"), str) and m["content"].strip()]
 
 
 def run_one(task: MemoryTask, item: Waiting, *, counted: bool = False,

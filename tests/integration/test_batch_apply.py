@@ -79,15 +79,18 @@ def test_a_batch_embeds_once_commits_once_and_each_task_gets_its_own_result(
 
 def test_a_job_across_orchestrators_embeds_in_one_model_call_after_counting_each(
         app: Any, embedder: Embedder, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Orchestrators interleaved (three write-backs of A, one of B, one of C): every
-    delivery is counted, then one model call for all five texts; D's delivery came
+    """Orchestrators interleaved (three write-backs of A, a transcript of B, one of C):
+    every delivery is counted, then one model call for all five texts (B's as the
+    extractor will word it); D's delivery came
     back unfinished (its receipt exists: it may be what crashed the model), so its
     text is embedded on its own."""
     task = app.tasks[WRITEBACK]
     a, b, c, d = (unique_id(name) for name in ("a", "b", "c", "d"))
     texts = distinct_texts(6, seed=47)
     of_a = facts(a, texts[:3])
-    items = [of_a[0], facts(b, [texts[3]])[0], of_a[1], facts(c, [texts[4]])[0], of_a[2],
+    transcript = waiting(b, {"channelTranscript": {"conversationId": "c-1", "messages": [
+        {"role": "user", "text": f"I prefer {texts[3]}."}, {"role": "assistant", "text": "Ok"}]}})
+    items = [of_a[0], transcript, of_a[1], facts(c, [texts[4]])[0], of_a[2],
              facts(d, [texts[5]])[0]]
     crashed = app.databases.open(d)
     receipts.begin_batch(crashed, [(key_of(d, task.kind, items[5].kwargs["payload"]),
@@ -102,8 +105,14 @@ def test_a_job_across_orchestrators_embeds_in_one_model_call_after_counting_each
     monkeypatch.setattr(embedder, "encode", counted)
     outcomes = apply_batch(task, items)
     assert [o.state for o in outcomes] == [SUCCESS] * 6
-    assert [sorted(call) for call in calls] == [sorted(texts[:5]), [texts[5]]]
-    for orch, expected in ((a, texts[:3]), (b, texts[3:4]), (c, texts[4:5]), (d, texts[5:])):
+    extracted = outcomes[1].value["created"]
+    assert len(extracted) == 1, "the transcript's text, extracted ahead, is in the call"
+    odb_b = app.databases.open(b)
+    with odb_b.read():
+        said = odb_b.sql("SELECT content FROM memories")[0][0]
+    assert [sorted(call) for call in calls] == [sorted([*texts[:3], said, texts[4]]),
+                                                [texts[5]]]
+    for orch, expected in ((a, texts[:3]), (b, [said]), (c, texts[4:5]), (d, texts[5:])):
         odb = app.databases.open(orch)
         with odb.read():
             assert [r[0] for r in odb.sql("SELECT content FROM memories ORDER BY id")] == \
