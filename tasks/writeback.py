@@ -42,11 +42,16 @@ def _proposals(odb: OrchestratorDB, payload: Any) -> tuple[WritebackRequest, Pro
 
 def writeback_texts(task: MemoryTask, odb: OrchestratorDB, payload: Any) -> list[str]:
     """The texts a write-back of ``payload`` embeds, explicit and extracted, for its
-    batch's one model call (``texts_ahead``). With an extractor other than the built-in
-    rules (an LLM, say) only the explicit ones: extracting twice would cost twice.
+    batch's one model call (``texts_ahead``). A payload with something to extract is
+    validated and extracted here and again in the task (regular expressions); with an extractor
+    other than the built-in rules (an LLM, say) only the explicit texts: extracting
+    twice would cost twice.
     An invalid payload has none: whatever fails here fails again in the task's own body,
     where it is that task's failure alone, not its batch's."""
-    if odb.memory.writeback.extractor != "rules":
+    extracted = isinstance(payload, dict) and (
+        payload.get("channelTranscript") is not None or payload.get("workflowOutput") is not None)
+    if not extracted or odb.memory.writeback.extractor != "rules":
+        # the explicit ones, without the cost of validating them twice
         return MemoryTask.texts_ahead(task, odb, payload)
     try:
         return [p.memory.content for p in _proposals(odb, payload)[2]]
