@@ -36,6 +36,19 @@ def facts(orch: str, texts: list[str]) -> list[Waiting]:
                            "idempotencyKey": f"k-{i}"}) for i, t in enumerate(texts)]
 
 
+def model_calls(embedder: Embedder, monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The texts of each call of the real model from now on (the test's monkeypatch)."""
+    calls: list[list[str]] = []
+    encode = embedder.encode
+
+    def recorded(batch: Any) -> Any:
+        calls.append(list(batch))
+        return encode(batch)
+
+    monkeypatch.setattr(embedder, "encode", recorded)
+    return calls
+
+
 @pytest.fixture
 def app(tmp_path: Path, embedder: Embedder) -> Any:
     return create_immediate_app(make_settings(tmp_path / "root", "redis://127.0.0.1:1/0"))
@@ -51,18 +64,11 @@ def test_a_batch_embeds_once_commits_once_and_each_task_gets_its_own_result(
     items.insert(5, waiting(orch, {"memories": [{"type": "Fact", "content": "",
                                                  "source": MANUAL}],
                                    "idempotencyKey": "k-bad"}))
-    calls: list[int] = []
-    encode = embedder.encode
-
-    def counted(batch: Any) -> Any:
-        calls.append(len(batch))
-        return encode(batch)
-
-    monkeypatch.setattr(embedder, "encode", counted)
+    calls = model_calls(embedder, monkeypatch)
     outcomes = apply_batch(task, items)
     assert [o.state for o in outcomes] == [SUCCESS] * 5 + [FAILURE] + [SUCCESS] * 7
     assert isinstance(outcomes[5].value, MemoryValidationError)
-    assert calls == [12], "one model call for every text of the batch"
+    assert [len(c) for c in calls] == [12], "one model call for every text of the batch"
     odb = app.databases.open(orch)
     assert receipts.status(odb, "k-bad") == receipts.REJECTED
     for outcome in outcomes[:5] + outcomes[6:]:
@@ -95,14 +101,7 @@ def test_a_job_across_orchestrators_embeds_in_one_model_call_after_counting_each
     crashed = app.databases.open(d)
     receipts.begin_batch(crashed, [(key_of(d, task.kind, items[5].kwargs["payload"]),
                                     WRITEBACK)])
-    calls: list[list[str]] = []
-    encode = embedder.encode
-
-    def counted(batch: Any) -> Any:
-        calls.append(list(batch))
-        return encode(batch)
-
-    monkeypatch.setattr(embedder, "encode", counted)
+    calls = model_calls(embedder, monkeypatch)
     outcomes = apply_batch(task, items)
     assert [o.state for o in outcomes] == [SUCCESS] * 6
     extracted = outcomes[1].value["created"]
