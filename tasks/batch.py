@@ -140,17 +140,24 @@ class _Counted:
 def _plan(task: MemoryTask, orchestrator_id: str | None,
           items: list[Waiting]) -> list[_Alone | _Counted]:
     """One orchestrator's deliveries as steps, each run counted (its receipts created)."""
+    alone: list[_Alone | _Counted] = [_Alone(item) for item in items]
     if orchestrator_id is None:
-        return [_Alone(item) for item in items]
+        return alone
     try:
         check_orchestrator_id(orchestrator_id)
+    except OrchmemError:
+        return alone  # each reports it
+    runs = list(_runs(task, orchestrator_id, items))
+    if all(not run for run, _ in runs):
+        return alone  # none is opened for a misrouted or bad delivery: it is not ours
+    try:
         odb = task.open_db(orchestrator_id)
     except OrchmemError:
-        return [_Alone(item) for item in items]  # each reports it
+        return alone
     steps: list[_Alone | _Counted] = []
-    for run, alone in _runs(task, orchestrator_id, items):
-        if alone is not None:
-            steps.append(_Alone(alone))
+    for run, single in runs:
+        if single is not None:
+            steps.append(_Alone(single))
         else:
             found = receipts.begin_batch(odb, [(key, task.name) for key, _ in run])
             steps.append(_Counted(odb, run, found))
