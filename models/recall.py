@@ -249,7 +249,7 @@ def _snapshot_answer(odb: OrchestratorDB, search: _Search, clock: datetime,
     another thread than the last one costs more than the overlap saved (README
     "Query embedding and recall")."""
     encoded = _embed(odb, search.text, warnings) if search.mode in ("hybrid", "vector") else None
-    with odb.read():
+    with odb.snapshot():
         answer = _answer(odb, search, encoded, clock, warnings)
         answer["episodes"] = similar_episodes(odb, search.text, view=search.view) \
             if episodes else []

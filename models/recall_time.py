@@ -62,7 +62,7 @@ def focus(odb: OrchestratorDB, text: str, asked: Asked) -> tuple[str, Asked]:
     plan = asked.plan
     if plan is None or plan.speaker_labels <= 0 or not plan.names:
         return text, asked
-    with odb.read():
+    with odb.snapshot():
         found = fts.labelled(odb, plan.names, plan.speaker_labels)
     rest = without(text, found)
     if not found or not has_topic(rest):
