@@ -134,9 +134,10 @@ class VectorIndex:
         From ROUGH_FROM vectors on, the float16 copy is ranked first (half the memory
         to read: the product is bound by it) and only the rows that can reach the top
         ``k`` are scored exactly (:func:`exact_scores`): those within twice the rough
-        error of the rough k-th score. The ids and their order are the float32
-        product's; a cosine may differ in its last float32 bit, and equal vectors
-        always score alike (a float32 product rounds a row by its position)."""
+        error of the rough k-th score. The answer is that of scoring every row
+        exactly: the float32 product's but for a cosine's last bit (which could only
+        reorder rows tied to that bit), and equal vectors always score alike (a
+        float32 product rounds a row by its position)."""
         n = len(self.ids)
         if n == 0 or k <= 0:
             return []
