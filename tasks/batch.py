@@ -158,9 +158,15 @@ def _plan(task: MemoryTask, orchestrator_id: str | None,
     for run, single in runs:
         if single is not None:
             steps.append(_Alone(single))
-        else:
+            continue
+        try:
             found = receipts.begin_batch(odb, [(key, task.name) for key, _ in run])
-            steps.append(_Counted(odb, run, found))
+        except OrchmemError:
+            # A read-only or full folder: each task meets the error in its own run and
+            # is retried, as without batching.
+            steps += [_Alone(item) for _, item in run]
+            continue
+        steps.append(_Counted(odb, run, found))
     return steps
 
 
