@@ -122,7 +122,7 @@ def classify(query: str, refs: list[TimeRef] | None = None) -> Intent:
     """The kind of question ``query`` is (rules; see the module's text)."""
     head = query[:MAX_ROUTE_CHARS]
     if refs is None:
-        refs = resolve(head, _ANY_DAY)  # only whether there is one matters here
+        refs = resolve(head, _ANY_DAY, bare_months=True)  # only whether there is one matters
     if _SIMILAR.search(head):
         return Intent.SIMILAR_CASE
     if refs or _WHEN.search(head):
@@ -162,7 +162,7 @@ MAX_DATED_SCAN = 1000
 
 def plan(query: str, now: datetime) -> Plan:
     """The retrieval plan for ``query``, its dated phrases resolved against ``now``."""
-    refs = resolve(query[:MAX_ROUTE_CHARS], now)
+    refs = resolve(query[:MAX_ROUTE_CHARS], now, bare_months=True)
     intent = classify(query, refs)
     boost, dated, hits, share = _SHAPES[intent]
     span = window(refs)
