@@ -186,9 +186,11 @@ _RULES = tuple((re.compile(pattern, re.IGNORECASE), rule) for pattern, rule in (
     (r"\b(?:in|during|since|of|from)\s+(?P<year>(?:19|20)\d{2})\b", _rule_year),
 ))
 #: Only for a question (:func:`resolve` with ``bare_months``): in a statement "in June"
-#: can be ahead ("we're moving in June") as well as behind.
+#: can be ahead ("we're moving in June") as well as behind. A possessive is a name
+#: ("in May's car", "in Jan's garden").
 _BARE_MONTH = (re.compile(rf"\b(?:in|during)\s+(?:early\s+|late\s+|mid-?)?"
-                          rf"(?P<month>{_MONTH_RE})\b(?!\.?,?\s*(?:\d|of\b))", re.IGNORECASE),
+                          rf"(?P<month>{_MONTH_RE})\b(?!['\u2019]s\b|\.?,?\s*(?:\d|of\b))",
+                          re.IGNORECASE),
                _rule_bare_month)
 
 

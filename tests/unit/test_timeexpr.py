@@ -102,3 +102,4 @@ def test_a_statement_bare_month_is_left_alone() -> None:
     """"We're moving in June" may be ahead or behind: only a question's is resolved."""
     assert days("We're moving in June") == []
     assert resolve("in June 3rd", ANCHOR, bare_months=True)[0].text == "June 3rd"
+    assert resolve("What did they plant in Jan's garden?", ANCHOR, bare_months=True) == []
