@@ -62,6 +62,7 @@ from .storage.contradictions import contradictions
 from .storage.database import Databases, OrchestratorDB
 from .storage.visibility import DEFAULT_VIEW, View, make_view
 from .storage.watermark import recall_watermark
+from .trusted import trusted
 from .validity import check_as_of
 from .workspace import Workspace
 
@@ -226,8 +227,8 @@ def recall(
     warnings: list[str] = []
     answer = _snapshot_answer(odb, search, clock, warnings, episodes)
     audit_restricted_read(odb, view, answer, requester or orchestrator_id, purpose, text)
-    return RecallBundle.model_construct(
-        orchestrator_id=orchestrator_id, query=text, mode=mode, warnings=warnings,
+    return trusted(
+        RecallBundle, orchestrator_id=orchestrator_id, query=text, mode=mode, warnings=warnings,
         plan=plan_dump(asked),
         took_ms=round((time.perf_counter() - started) * 1000, 3), **answer)
 
@@ -249,7 +250,7 @@ def _snapshot_answer(odb: OrchestratorDB, search: _Search, clock: datetime,
     another thread than the last one costs more than the overlap saved (README
     "Query embedding and recall")."""
     encoded = _embed(odb, search.text, warnings) if search.mode in ("hybrid", "vector") else None
-    with odb.read():
+    with odb.snapshot():
         answer = _answer(odb, search, encoded, clock, warnings)
         answer["episodes"] = similar_episodes(odb, search.text, view=search.view) \
             if episodes else []
@@ -430,9 +431,10 @@ def _bundle(found: recall_reads.Assembly, ranked: list[Ranked], cosines: dict[st
     nodes = []
     for position, item in enumerate(ranked, start=1):
         mods = item.modifiers
-        nodes.append(RecalledMemory.model_construct(
-            rank=position, memory=found.nodes[item.memory_id],
-            scores=Scores.model_construct(
+        nodes.append(trusted(
+            RecalledMemory, rank=position, memory=found.nodes[item.memory_id],
+            scores=trusted(
+                Scores,
                 score=item.score, rrf=item.rrf, vector_rank=item.vector_rank,
                 text_rank=item.text_rank, vector_cosine=cosines.get(item.memory_id),
                 text_bm25=bm25s.get(item.memory_id), importance=mods.importance,
@@ -442,16 +444,16 @@ def _bundle(found: recall_reads.Assembly, ranked: list[Ranked], cosines: dict[st
     for captured in found.sources:
         bucket = by_memory.setdefault(captured.memory_id, [])
         if len(bucket) < MAX_SOURCES_PER_MEMORY:
-            bucket.append(SourceRecord.model_construct(
-                **dict(captured.source), captured_at=captured.captured_at))
+            bucket.append(trusted(SourceRecord, **captured.source.__dict__,
+                                  captured_at=captured.captured_at))
     return {
         "nodes": nodes,
         "edges": found.edges,
-        "neighbors": [Neighbor.model_construct(memory_id=b.memory_id, type=b.type,
-                                               summary=b.summary, status=b.status)
+        "neighbors": [trusted(Neighbor, memory_id=b.memory_id, type=b.type,
+                              summary=b.summary, status=b.status)
                       for b in found.neighbors],
-        "provenance": [Provenance.model_construct(memory_id=r.memory_id,
-                                                  sources=by_memory.get(r.memory_id, []))
+        "provenance": [trusted(Provenance, memory_id=r.memory_id,
+                               sources=by_memory.get(r.memory_id, []))
                        for r in ranked],
     }
 

@@ -64,7 +64,7 @@ def focus(odb: OrchestratorDB, text: str, asked: Asked) -> tuple[str, Asked]:
     plan = asked.plan
     if plan is None or plan.speaker_labels <= 0 or not plan.names:
         return text, asked
-    with odb.read():
+    with odb.snapshot():
         found = fts.labelled(odb, plan.names, plan.speaker_labels)
     rest = without(text, found)
     if not found or not has_topic(rest):
@@ -196,8 +196,11 @@ def weigh_substance(odb: OrchestratorDB, ranked: list[Ranked], rows: Mapping[str
         return ranked
     texts = {m: row[_CONTENT] for m, row in rows.items()}
     texts |= recall_reads.contents(odb, [r.memory_id for r in ranked if r.memory_id not in texts])
-    out = [replace(r, score=r.score * factors[kind(texts.get(r.memory_id, ""))])
-           for r in ranked]
+    out = []
+    for r in ranked:
+        factor = factors[kind(texts.get(r.memory_id, ""))]
+        # x * 1.0 is x: most memories state something and keep their object
+        out.append(r if factor == 1.0 else replace(r, score=r.score * factor))
     return sorted(out, key=lambda r: (-r.score, r.memory_id))
 
 

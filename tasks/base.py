@@ -8,7 +8,10 @@ A task declares, as options of its decorator
   the bulletin does not: running it twice changes nothing);
 - ``storage_retries``: how often a transient storage error is retried;
 - ``batchable``: a record-writing task whose waiting deliveries a shard worker may
-  apply together, in one transaction with all their receipts (:mod:`.batch`).
+  apply together, in one transaction with all their receipts (:mod:`.batch`);
+- ``texts_ahead``: for a batchable task, ``(task, odb, payload) -> texts``, the texts
+  its body will embed, so a batch embeds them all in one model call ahead (default:
+  ``memories[].content``).
 
 Its body runs under :func:`orchmem.tasks.pipeline.run` (``self.pipeline(...)``), which
 does the scope check, the database, the receipt, dead letters, retries and logs.
@@ -58,6 +61,15 @@ class MemoryTask(Task):
     #: Deliveries waiting together may be applied as one batch (:mod:`.batch`): the
     #: body must be a tracked write whose effects are all in the orchestrator's file.
     batchable = False
+
+    def texts_ahead(self, odb: OrchestratorDB, payload: Any) -> list[str]:
+        """The texts a delivery of ``payload`` will embed, for its batch's one model
+        call: by default the ones it names outright, ``memories[].content``."""
+        memories = payload.get("memories") if isinstance(payload, dict) else None
+        if not isinstance(memories, list):
+            return []
+        return [m["content"] for m in memories if isinstance(m, dict)
+                and isinstance(m.get("content"), str) and m["content"].strip()]
 
     @property
     def settings(self) -> Settings:

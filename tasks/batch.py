@@ -1,18 +1,21 @@
 """Several waiting deliveries of one batchable task, applied together (in a pool child).
 
 A shard worker hands the deliveries of a task declared ``batchable`` that are waiting
-together (``orchmem.worker.batching``) to :func:`apply_batch`. Per orchestrator, in
-publish order:
+together (``orchmem.worker.batching``) to :func:`apply_batch`; they may be of several
+orchestrators.
 
-1. each delivery that can go into a batch (its payload has a key, it is on its
-   orchestrator's queue, within the size limit) has its receipt created in ONE commit
-   (:func:`receipts.begin_batch`), so a batch that crashes its worker is counted;
-2. every text of those payloads is embedded in one model call (:mod:`batch_vectors`);
-3. the tasks run one after another, each through the whole :mod:`.pipeline`, inside
-   ONE write transaction: each task's writes and receipt are a savepoint of it (a task
-   that fails rolls back alone: a validation error is recorded as that task's
-   rejection), and the one commit holds every task's receipt. A kill -9 before that
-   commit leaves none of it; after it, all of it.
+1. Per orchestrator, each delivery that can go into a batch (its payload has a key, it
+   is on its orchestrator's queue, within the size limit) has its receipt created, in
+   ONE commit per orchestrator (:func:`receipts.begin_batch`), so a batch that
+   crashes its worker is counted;
+2. then every text of the payloads counted fresh is embedded in ONE model call for
+   the whole job, across orchestrators (:mod:`batch_vectors`);
+3. then, per orchestrator in publish order, the tasks run one after another, each
+   through the whole :mod:`.pipeline`, inside ONE write transaction: each task's
+   writes and receipt are a savepoint of it (a task that fails rolls back alone: a
+   validation error is recorded as that task's rejection), and the one commit holds
+   every task's receipt. A kill -9 before that commit leaves none of it; after it,
+   all of it.
 
 A delivery that cannot join a batch, or one delivered before without finishing (its
 receipt exists: the previous batch crashed), runs on its own as without batching; so
@@ -73,16 +76,23 @@ class _RolledBack(Exception):
 
 
 def apply_batch(task: MemoryTask, waiting: Sequence[Waiting]) -> list[Outcome]:
-    """Apply ``waiting`` (one task's deliveries, in publish order); one outcome each."""
-    outcomes: list[Outcome | None] = [None] * len(waiting)
+    """Apply ``waiting`` (one task's deliveries, in publish order); one outcome each.
+
+    Every delivery that can be counted is counted first (one commit per orchestrator),
+    then the texts of those counted fresh are embedded in ONE model call for the whole
+    job, across orchestrators; then each orchestrator's deliveries run, in order."""
     groups: dict[Any, list[int]] = {}
     for position, item in enumerate(waiting):
         groups.setdefault(_orchestrator(item), []).append(position)
-    for orchestrator_id, positions in groups.items():
-        items = [waiting[p] for p in positions]
-        for position, outcome in zip(positions, _apply_group(task, orchestrator_id, items),
-                                     strict=True):
-            outcomes[position] = outcome
+    plans = [(positions, _plan(task, orchestrator_id, [waiting[p] for p in positions]))
+             for orchestrator_id, positions in groups.items()]
+    texts = [text for _, steps in plans for step in steps for text in step.texts(task)]
+    outcomes: list[Outcome | None] = [None] * len(waiting)
+    with _vectors_ahead(task, texts):
+        for positions, steps in plans:
+            done = [outcome for step in steps for outcome in step.apply(task)]
+            for position, outcome in zip(positions, done, strict=True):
+                outcomes[position] = outcome
     return [o for o in outcomes if o is not None]
 
 
@@ -91,22 +101,67 @@ def _orchestrator(item: Waiting) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _apply_group(task: MemoryTask, orchestrator_id: str | None,
-                 items: list[Waiting]) -> list[Outcome]:
-    if orchestrator_id is None or len(items) == 1:
-        return [run_one(task, item) for item in items]
+@dataclass(frozen=True)
+class _Alone:
+    """A delivery that cannot be counted ahead (no orchestrator, a bad payload, a
+    misrouted one): it runs, and fails or is forwarded, on its own."""
+
+    item: Waiting
+
+    def texts(self, task: MemoryTask) -> list[str]:
+        return []
+
+    def apply(self, task: MemoryTask) -> list[Outcome]:
+        return [run_one(task, self.item)]
+
+
+@dataclass(frozen=True)
+class _Counted:
+    """Consecutive deliveries of one orchestrator whose receipts :func:`_plan` created
+    in one commit (``found``: :func:`receipts.begin_batch`'s answer for each)."""
+
+    odb: OrchestratorDB
+    run: list[tuple[str, Waiting]]
+    found: list[str]
+
+    def texts(self, task: MemoryTask) -> list[str]:
+        """The texts to embed ahead: none when a delivery came back unfinished (it may
+        be what crashed the model: each then embeds on its own)."""
+        if receipts.AGAIN in self.found:
+            return []
+        return [text for (_, item), state in zip(self.run, self.found, strict=True)
+                if state == receipts.FRESH
+                for text in task.texts_ahead(self.odb, item.kwargs.get("payload"))]
+
+    def apply(self, task: MemoryTask) -> list[Outcome]:
+        return _apply_run(task, self.odb, self.run, self.found)
+
+
+def _plan(task: MemoryTask, orchestrator_id: str | None,
+          items: list[Waiting]) -> list[_Alone | _Counted]:
+    """One orchestrator's deliveries as steps, each run counted (its receipts created)."""
+    alone: list[_Alone | _Counted] = [_Alone(item) for item in items]
+    if orchestrator_id is None:
+        return alone
     try:
         check_orchestrator_id(orchestrator_id)
+    except OrchmemError:
+        return alone  # each reports it
+    runs = list(_runs(task, orchestrator_id, items))
+    if all(not run for run, _ in runs):
+        return alone  # none is opened for a misrouted or bad delivery: it is not ours
+    try:
         odb = task.open_db(orchestrator_id)
     except OrchmemError:
-        return [run_one(task, item) for item in items]  # each reports it
-    outcomes: list[Outcome] = []
-    for batch, alone in _runs(task, orchestrator_id, items):
-        if alone is not None:
-            outcomes.append(run_one(task, alone))
+        return alone
+    steps: list[_Alone | _Counted] = []
+    for run, single in runs:
+        if single is not None:
+            steps.append(_Alone(single))
         else:
-            outcomes += _apply_run(task, odb, batch)
-    return outcomes
+            found = receipts.begin_batch(odb, [(key, task.name) for key, _ in run])
+            steps.append(_Counted(odb, run, found))
+    return steps
 
 
 def _runs(task: MemoryTask, orchestrator_id: str,
@@ -142,29 +197,27 @@ def _batch_key(task: MemoryTask, orchestrator_id: str, item: Waiting) -> str | N
         task.pop_request()
 
 
-def _apply_run(task: MemoryTask, odb: OrchestratorDB,
-               run: list[tuple[str, Waiting]]) -> list[Outcome]:
-    found = receipts.begin_batch(odb, [(key, task.name) for key, _ in run])
+def _apply_run(task: MemoryTask, odb: OrchestratorDB, run: list[tuple[str, Waiting]],
+               found: list[str]) -> list[Outcome]:
     items = [item for _, item in run]
     if len(items) == 1 or receipts.AGAIN in found:
-        # Delivered before without finishing (a crashed batch) or twice in this one:
-        # one by one, so a task that crashes the worker is counted and dead-lettered
-        # alone; those this call counted are not counted again.
+        # Alone, delivered before without finishing (a crashed batch) or twice in
+        # this one: one by one, so a task that crashes the worker is counted and
+        # dead-lettered alone; those counted by _plan are not counted again.
         return [run_one(task, item, counted=state == receipts.FRESH)
                 for item, state in zip(items, found, strict=True)]
     odb.log.write("batch", task=task.name, size=len(items),
                   keys=[key for (key, _), state in zip(run, found, strict=True)
                         if state == receipts.FRESH])
-    with _vectors_ahead(task, items):
-        try:
-            return _in_one_transaction(task, odb, items)
-        except (_RolledBack, OrchmemError) as exc:
-            # Nothing of the batch is committed: its cached index may hold rows that
-            # were rolled back, so the handle is reopened.
-            logger.warning("batch of %d %s for %s rolled back (%s); running them one by one",
-                           len(items), task.name, odb.orchestrator_id, exc)
-            task.databases.evict(odb.orchestrator_id)
-            return [run_one(task, item, counted=True) for item in items]
+    try:
+        return _in_one_transaction(task, odb, items)
+    except (_RolledBack, OrchmemError) as exc:
+        # Nothing of the batch is committed: its cached index may hold rows that
+        # were rolled back, so the handle is reopened.
+        logger.warning("batch of %d %s for %s rolled back (%s); running them one by one",
+                       len(items), task.name, odb.orchestrator_id, exc)
+        task.databases.evict(odb.orchestrator_id)
+        return [run_one(task, item, counted=True) for item in items]
 
 
 def _in_one_transaction(task: MemoryTask, odb: OrchestratorDB,
@@ -180,26 +233,19 @@ def _in_one_transaction(task: MemoryTask, odb: OrchestratorDB,
 
 
 @contextmanager
-def _vectors_ahead(task: MemoryTask, items: list[Waiting]) -> Iterator[None]:
-    """:func:`batch_vectors.ahead` for the texts of ``items``' payloads, when the model
+def _vectors_ahead(task: MemoryTask, texts: list[str]) -> Iterator[None]:
+    """:func:`batch_vectors.ahead` for ``texts``, when there are any and the model
     loads; otherwise nothing ahead (each task embeds, or fails, on its own)."""
+    if not texts:
+        yield
+        return
     try:
         embedder = get_embedder(task.settings.embedding)
     except EmbeddingError:
         yield
         return
-    texts = [text for item in items for text in texts_of(item.kwargs.get("payload"))]
     with batch_vectors.ahead(embedder, texts):
         yield
-
-
-def texts_of(payload: Any) -> list[str]:
-    """The texts a record-writing payload names outright: ``memories[].content``."""
-    memories = payload.get("memories") if isinstance(payload, dict) else None
-    if not isinstance(memories, list):
-        return []
-    return [m["content"] for m in memories
-            if isinstance(m, dict) and isinstance(m.get("content"), str) and m["content"].strip()]
 
 
 def run_one(task: MemoryTask, item: Waiting, *, counted: bool = False,

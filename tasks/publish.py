@@ -108,11 +108,13 @@ def kwargs_repr(kwargs: dict[str, Any]) -> str:
 
 
 def send(app: Celery, task: str, kwargs: dict[str, Any], *, task_id: str | None = None,
-         expires_s: float | None = None, ignore_result: bool = False) -> AsyncResult:
+         expires_s: float | None = None, ignore_result: bool = False,
+         sent_event: bool = True) -> AsyncResult:
     """Send one message (routed by the app's shard router), or run it here in immediate
     mode. ``ignore_result``: nothing is stored in (or awaited from) the result store,
-    for a task that answers its caller another way. Raises BrokerUnavailable when the
-    broker refuses or cannot be reached."""
+    for a task that answers its caller another way. ``sent_event=False``: no task-sent
+    event even when the app sends them (for a task whose worker sends no events).
+    Raises BrokerUnavailable when the broker refuses or cannot be reached."""
     if app.conf.task_always_eager:
         return app.tasks[task].apply(kwargs=kwargs, task_id=task_id)
     try:
@@ -123,12 +125,24 @@ def send(app: Celery, task: str, kwargs: dict[str, Any], *, task_id: str | None 
             app.backend.forget(task_id)
         return app.send_task(task, kwargs=kwargs, task_id=task_id, kwargsrepr=kwargs_repr(kwargs),
                              expires=expires_s, retry=True, retry_policy=RETRY_POLICY,
-                             headers=_route_headers(app), ignore_result=ignore_result)
+                             headers=_route_headers(app), ignore_result=ignore_result,
+                             **({} if sent_event else {"event_dispatcher": _NO_EVENTS}))
     except (OperationalError, KombuError, RedisError, OSError, RuntimeError) as exc:
         # RuntimeError: Celery's Redis result consumer gives up subscribing that way.
         detail = " ".join(str(exc).split()) if not isinstance(exc, RuntimeError) else \
             "the result store did not answer"
         raise BrokerUnavailable(f"cannot publish {task}: broker unreachable ({detail})") from exc
+
+
+class _NoEvents:
+    """An event dispatcher that sends nothing: Celery's ``send_task`` hands its task-sent
+    event to the ``event_dispatcher`` option, when given, instead of the app's."""
+
+    def publish(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+_NO_EVENTS = _NoEvents()
 
 
 def _route_headers(app: Celery) -> dict[str, Any]:

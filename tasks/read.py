@@ -6,18 +6,21 @@ blocks the shard's single writer, and a slow write never delays a read. Before i
 recalls, the task waits (at most ``wait_s``) for the receipts of the caller's own
 unfinished writes, as the local path does (read-your-writes).
 
-The answer is plain JSON: ``{"ok": true, "bundle": <RecallBundle JSON>, "pending":
-[keys still not committed]}``, or ``{"ok": false, "error": code, "message"}``. It goes
-back on the list the message names in ``reply`` (the client waits on it with one
-``BLPOP``, which also removes it; an answer nobody takes expires after
+The answer is plain JSON (:class:`ReaderAnswer`): ``{"ok": true, "pending": [keys
+still not committed], "bundle": <RecallBundle JSON>}``, or ``{"ok": false, "error": code,
+"message"}``. It goes back on the list the message names in ``reply`` (the client waits
+on it with one ``BLPOP``, which also removes it; an answer nobody takes expires after
 ``REPLY_TTL_S``), not through Celery's result store: that costs a subscription, a
 read before the write, a stored copy and a delete per recall (README "Several hosts").
-A message without ``reply`` (a client of an earlier release) gets its answer from the
-result store as before.
+The bundle is written to JSON and read back in one pass each (pydantic's own encoder
+and parser), and the task's return value is then only ``{"ok", "replied"}``: nobody
+reads it, and Celery formats it for its log. A message without ``reply`` (a client of
+an earlier release) gets the whole answer from the result store as before.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import time
@@ -25,9 +28,10 @@ import uuid
 from typing import Any
 
 from celery import shared_task
+from pydantic import BaseModel
 
 from orchmem.config import MemoryValidationError, OrchmemError
-from orchmem.models.recall import recall
+from orchmem.models.recall import RecallBundle, recall
 from orchmem.models.storage import receipts
 from orchmem.models.storage.database import Databases
 from orchmem.models.storage.visibility import make_view
@@ -45,6 +49,17 @@ MAX_PENDING = 10_000
 REPLY_KEY = re.compile(r"orchmem\.reply\.[0-9a-f]{32}")
 #: Seconds an answer waits on its list for a client that gave up (it holds memory text).
 REPLY_TTL_S = 60
+
+
+class ReaderAnswer(BaseModel):
+    """A reader's answer on the reply list: the bundle and the caller's keys still not
+    committed, or why there is none (``error``: the CLI's error codes)."""
+
+    ok: bool
+    pending: list[str] = []
+    bundle: RecallBundle | None = None
+    error: str | None = None
+    message: str | None = None
 
 
 def new_reply_key() -> str:
@@ -109,19 +124,29 @@ def recall_read(self: Any, orchestrator_id: str, query: str, options: dict[str, 
                        "(%d chars)", str(orchestrator_id)[:80], len(str(reply)))
         return {"ok": False, "error": "validation",
                 "message": "reply: not an orchmem.reply.<32 hex> key"}
-    answer = _recall(self.app.databases, orchestrator_id, query, options, pending, wait_s)
-    if reply is not None:
-        self.app.reply(reply, answer, REPLY_TTL_S)
-    return answer
+    head, bundle = _recall(self.app.databases, orchestrator_id, query, options, pending,
+                           wait_s)
+    if reply is None:
+        return head if bundle is None else {**head, "bundle": bundle.dump()}
+    self.app.reply(reply, answer_json(head, bundle), REPLY_TTL_S)
+    return {"ok": head["ok"], "replied": True}
+
+
+def answer_json(head: dict[str, Any], bundle: RecallBundle | None) -> str:
+    """:class:`ReaderAnswer` as JSON text: ``head`` with the bundle in one pass."""
+    text = json.dumps(head, separators=(",", ":"))
+    if bundle is None:
+        return text
+    return f'{text[:-1]},"bundle":{bundle.model_dump_json(by_alias=True, exclude_none=True)}}}'
 
 
 def _recall(databases: Databases, orchestrator_id: str, query: str, options: Any,
-            pending: Any, wait_s: float) -> dict[str, Any]:
+            pending: Any, wait_s: float) -> tuple[dict[str, Any], RecallBundle | None]:
     try:
         keys, opts = _check(pending, options)
         left = wait_for_receipts(databases, orchestrator_id, keys, float(wait_s))
         bundle = recall(orchestrator_id, query, databases=databases,
                         requester=orchestrator_id, **opts)
     except OrchmemError as exc:
-        return {"ok": False, **exc.to_dict()}
-    return {"ok": True, "bundle": bundle.dump(), "pending": left}
+        return {"ok": False, **exc.to_dict()}, None
+    return {"ok": True, "pending": left}, bundle

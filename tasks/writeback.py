@@ -14,8 +14,8 @@ from orchmem.models.embedding import get_embedder
 from orchmem.models.execlog import check_step_events
 from orchmem.models.extraction import load_extractor
 from orchmem.models.logwrite import append_and_project
-from orchmem.models.payloads import check_writeback
-from orchmem.models.proposals import build
+from orchmem.models.payloads import WritebackRequest, check_writeback
+from orchmem.models.proposals import Proposals, build
 from orchmem.models.reconcile import Proposed
 from orchmem.models.schema import format_ts, utc_now
 from orchmem.models.storage.database import OrchestratorDB
@@ -28,7 +28,39 @@ logger = logging.getLogger(__name__)
 WRITEBACK = "orchmem.writeback"
 
 
-@shared_task(base=MemoryTask, bind=True, name=WRITEBACK, kind="wb", batchable=True)
+def _proposals(odb: OrchestratorDB, payload: Any) -> tuple[WritebackRequest, Proposals,
+                                                             list[Proposed]]:
+    """The validated request, its proposals and those within the per-task limit."""
+    limits = odb.memory.writeback
+    request = check_writeback(payload, odb.workspace,
+                              max_memories=limits.max_memories_per_task,
+                              max_content_chars=limits.max_content_chars)
+    proposals = build(request, load_extractor(limits.extractor), odb.workspace,
+                      limits.max_content_chars)
+    return request, proposals, proposals.items[: limits.max_memories_per_task]
+
+
+def writeback_texts(task: MemoryTask, odb: OrchestratorDB, payload: Any) -> list[str]:
+    """The texts a write-back of ``payload`` embeds, explicit and extracted, for its
+    batch's one model call (``texts_ahead``). A payload with something to extract is
+    validated and extracted here and again in the task (regular expressions); with an extractor
+    other than the built-in rules (an LLM, say) only the explicit texts: extracting
+    twice would cost twice.
+    An invalid payload has none: whatever fails here fails again in the task's own body,
+    where it is that task's failure alone, not its batch's."""
+    extracted = isinstance(payload, dict) and (
+        payload.get("channelTranscript") is not None or payload.get("workflowOutput") is not None)
+    if not extracted or odb.memory.writeback.extractor != "rules":
+        # the explicit ones, without the cost of validating them twice
+        return MemoryTask.texts_ahead(task, odb, payload)
+    try:
+        return [p.memory.content for p in _proposals(odb, payload)[2]]
+    except Exception:  # reported by the task itself, as its own failure
+        return []
+
+
+@shared_task(base=MemoryTask, bind=True, name=WRITEBACK, kind="wb", batchable=True,
+             texts_ahead=writeback_texts)
 def writeback(self: MemoryTask, orchestrator_id: str, payload: dict[str, Any]) -> dict[str, Any]:
     """Validate ``payload`` (a WritebackRequest), extract, embed, reconcile, store.
 
@@ -42,12 +74,7 @@ def writeback(self: MemoryTask, orchestrator_id: str, payload: dict[str, Any]) -
 
     def body(odb: OrchestratorDB, key: str) -> dict[str, Any]:
         limits = odb.memory.writeback
-        request = check_writeback(payload, odb.workspace,
-                                  max_memories=limits.max_memories_per_task,
-                                  max_content_chars=limits.max_content_chars)
-        proposals = build(request, load_extractor(limits.extractor), odb.workspace,
-                          limits.max_content_chars)
-        items = proposals.items[: limits.max_memories_per_task]
+        request, proposals, items = _proposals(odb, payload)
         if len(proposals.items) > len(items):
             proposals.skipped.append({
                 "from": "limit", "reason": f"{len(proposals.items) - len(items)} memories over "

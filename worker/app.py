@@ -8,7 +8,6 @@ tasks use (``task.app.settings``, ``task.app.databases``).
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
@@ -60,14 +59,13 @@ class OrchmemCelery(Celery):
         self.databases = Databases(settings, readonly=readonly)
         self._replies: redis.Redis | None = None
 
-    def reply(self, key: str, answer: dict[str, Any], ttl_s: int) -> None:
-        """Push ``answer`` (JSON) onto the list ``key`` that a client waits on, expiring
-        after ``ttl_s`` if nobody takes it (tasks/read.py)."""
+    def reply(self, key: str, answer: str, ttl_s: int) -> None:
+        """Push ``answer`` (JSON text) onto the list ``key`` that a client waits on,
+        expiring after ``ttl_s`` if nobody takes it (tasks/read.py)."""
         if self._replies is None:
             self._replies = broker_client(self.conf.broker_url, self.settings,
                                           socket_connect_timeout=2, socket_timeout=5)
-        self._replies.eval(_REPLY_SCRIPT, 1, key, json.dumps(answer, separators=(",", ":")),
-                           ttl_s)
+        self._replies.eval(_REPLY_SCRIPT, 1, key, answer, ttl_s)
 
     def queue_of(self, task: str, kwargs: dict[str, Any], shards: int | None = None) -> str:
         """The queue ``task`` with ``kwargs`` is routed to, under ``shards`` shards (default:
@@ -134,8 +132,7 @@ def celery_config(settings: Settings, broker: str, client: bool = False) -> dict
             settings.worker.cancel_long_running_tasks_on_connection_loss,
         "task_time_limit": settings.worker.task_time_limit_s,
         "task_routes": (ShardRouter(settings),),
-        "task_queues": [Queue(name, routing_key=name)
-                        for name in (*all_queues(settings), *read_queues(settings))],
+        "task_queues": _queues(settings),
         "task_default_queue": queue_name(settings, 0),
         "task_create_missing_queues": False,
         "worker_max_tasks_per_child": settings.worker.max_tasks_per_child or None,
@@ -147,6 +144,15 @@ def celery_config(settings: Settings, broker: str, client: bool = False) -> dict
         "timezone": "UTC",
         "enable_utc": True,
     }
+
+
+def _queues(settings: Settings) -> list[Queue]:
+    """Every shard's write and control queues, then its read queue. A read is consumed
+    without ack emulation (kombu keeps no unacked copy: one Redis transaction fewer per
+    recall): a recall lost with its reader fails over to the caller's timeout, and a
+    copy redelivered an hour later would answer nobody."""
+    return [*(Queue(name, routing_key=name) for name in all_queues(settings)),
+            *(Queue(name, routing_key=name, no_ack=True) for name in read_queues(settings))]
 
 
 def _sentinel(settings: Settings, broker: str) -> dict[str, Any]:

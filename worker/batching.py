@@ -44,15 +44,15 @@ from typing import Any
 from billiard.einfo import ExceptionInfo
 from billiard.exceptions import WorkerLostError
 from celery import bootsteps
-from celery.app.task import Context
 from celery.exceptions import TaskRevokedError
 from celery.worker.request import Request
 from celery.worker.state import task_ready
 
 from orchmem.config import Settings
-from orchmem.tasks.batch import FAILURE, RETRY, SUCCESS, Waiting, apply_batch
+from orchmem.tasks.batch import RETRY, SUCCESS, Waiting, apply_batch
 
 from .app import OrchmemCelery
+from .batch_results import store_results
 
 logger = logging.getLogger(__name__)
 
@@ -332,17 +332,11 @@ def _sent_at(request: Request) -> int:
 
 
 def run_batch(task_name: str, items: list[Waiting]) -> list[str]:
-    """In the pool child: apply the batch, store each task's own result, return the
-    states (the parent acknowledges the messages)."""
+    """In the pool child: apply the batch, store each task's own result (in two round
+    trips, :mod:`.batch_results`), return the states (the parent acknowledges the
+    messages)."""
     assert _APP is not None, "batching.install() runs before the pool starts"
     task = _APP.tasks[task_name]
     outcomes = apply_batch(task, items)
-    for item, outcome in zip(items, outcomes, strict=True):
-        request = Context(item.request, id=item.id, kwargs=item.kwargs, args=[])
-        if outcome.state == SUCCESS:
-            task.backend.mark_as_done(item.id, outcome.value, request=request)
-        elif outcome.state == FAILURE:
-            task.backend.mark_as_failure(item.id, outcome.value, request=request)
-        elif outcome.state == RETRY:
-            task.backend.mark_as_retry(item.id, outcome.value, request=request)
+    store_results(task.backend, items, outcomes)
     return [outcome.state for outcome in outcomes]

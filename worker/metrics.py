@@ -65,12 +65,30 @@ def start_metrics(settings: Settings, app: OrchmemCelery, name: str, port: int,
     from prometheus_client import CollectorRegistry, multiprocess, start_http_server
 
     registry = CollectorRegistry()
-    multiprocess.MultiProcessCollector(registry)
+    _settled_files_collector(multiprocess.MultiProcessCollector, folder)(registry)
     registry.register(QueueDepthCollector(app.conf.broker_url, settings, queues))
     start_http_server(port, addr=settings.worker.metrics_address, registry=registry)
     _connect_task_signals()
     logger.info("metrics on http://%s:%s/metrics", settings.worker.metrics_address, port)
     return folder
+
+
+#: A metrics file holds at least its 8-byte header once its creator has initialised it.
+_HEADER_BYTES = 8
+
+
+def _settled_files_collector(base: Any, folder: Path) -> Any:
+    """prometheus-client's multiprocess collector, minus the files a process is creating
+    at this moment: such a file is empty for an instant, and reading it fails the whole
+    scrape (a task's first metric, written while its answer already reached the caller)."""
+
+    class SettledFilesCollector(base):
+        def collect(self) -> Any:
+            files = [str(f) for f in folder.glob("*.db")
+                     if f.stat().st_size >= _HEADER_BYTES]
+            return self.merge(files, accumulate=True)
+
+    return SettledFilesCollector
 
 
 def _connect_task_signals() -> None:

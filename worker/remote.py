@@ -18,18 +18,18 @@ nobody took expires within a minute.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import redis
+from pydantic import ValidationError
 
 from orchmem.config import OrchmemError
 from orchmem.models.recall import RecallBundle
 from orchmem.models.storage.visibility import DEFAULT_VIEW, View
 from orchmem.tasks.publish import send
-from orchmem.tasks.read import RECALL_READ, new_reply_key
+from orchmem.tasks.read import RECALL_READ, ReaderAnswer, new_reply_key
 
 from .redis_clients import broker_client
 from .routing import queue_for
@@ -96,17 +96,16 @@ def ask_reader(client: MemoryClient, query: str, *, top_n: int | None = None,
     kwargs = {"orchestrator_id": client.orchestrator_id, "query": query,
               "options": _options(top_n, types, include_inactive, memory_ids, view, asked),
               "pending": pending, "wait_s": wait_s}
-    value = _ask(client, kwargs, timeout)
-    if value is None:
+    answer = _ask(client, kwargs, timeout)
+    if answer is None:
         queue = queue_for(client.settings, client.orchestrator_id, RECALL_READ)
         raise ReaderUnavailable(f"no reader answered within {timeout:g}s (is `orchmem "
                                 f"reader` running for queue {queue}?)")
-    if not isinstance(value, dict) or not value.get("ok"):
-        reason = value.get("message") if isinstance(value, dict) else repr(value)[:200]
-        raise OrchmemError(f"reader refused: {reason}")
-    left = list(value.get("pending", []))
+    if not answer.ok or answer.bundle is None:
+        raise OrchmemError(f"reader refused: {answer.message or answer.error}")
+    left = answer.pending
     client._pending.settle(set(pending) - set(left))
-    bundle = RecallBundle.model_validate(value["bundle"])
+    bundle = answer.bundle
     if left:
         note = (f"{len(left)} of this client's write-backs are not committed yet; their "
                 "memories may be missing")
@@ -114,19 +113,26 @@ def ask_reader(client: MemoryClient, query: str, *, top_n: int | None = None,
     return bundle
 
 
-def _ask(client: MemoryClient, kwargs: dict[str, Any], timeout: float) -> Any:
+def _ask(client: MemoryClient, kwargs: dict[str, Any], timeout: float
+         ) -> ReaderAnswer | None:
     """The reader's answer, or None when none came within ``timeout``."""
-    if client.app.conf.task_always_eager:  # immediate mode: the task runs right here
-        return send(client.app, RECALL_READ, kwargs).get(propagate=False)
-    reply = new_reply_key()
-    send(client.app, RECALL_READ, {**kwargs, "reply": reply}, expires_s=timeout,
-         ignore_result=True)
     try:
+        if client.app.conf.task_always_eager:  # immediate mode: the task runs right here
+            return ReaderAnswer.model_validate(
+                send(client.app, RECALL_READ, kwargs).get(propagate=False))
+        reply = new_reply_key()
+        # No task-sent event unless readers send theirs: Flower would list every recall
+        # as sent and never received.
+        send(client.app, RECALL_READ, {**kwargs, "reply": reply}, expires_s=timeout,
+             ignore_result=True, sent_event=client.settings.reader.task_events)
         got = _replies(client, timeout).blpop([reply], timeout=timeout)
+        return None if got is None else ReaderAnswer.model_validate_json(got[1])
     except redis.RedisError as exc:
         raise ReaderUnavailable(f"the broker failed while waiting for the reader: {exc}"
                                 ) from exc
-    return None if got is None else json.loads(got[1])
+    except ValidationError as exc:
+        raise OrchmemError(f"the reader's answer is not a recall answer "
+                           f"({exc.error_count()} errors)") from exc
 
 
 def _replies(client: MemoryClient, timeout: float) -> redis.Redis:

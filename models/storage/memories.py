@@ -91,13 +91,19 @@ def _stored_of(row: tuple[Any, ...]) -> StoredMemory:
                         created_at)
 
 
-def _active_where(memory_type: str, within: MemoryInput | None) -> tuple[str, list[Any]]:
+def _active_where(memory_type: str, within: MemoryInput | None,
+                  by_id: bool = False) -> tuple[str, list[Any]]:
     """SQL text (and its parameters) of the memories a candidate ``within`` may reinforce,
     update or contradict: active memories of ``memory_type``, not crystals (reflection's
     digests of a topic are never a statement's duplicate), of its own scope (the same
     session or project) and on the same side of ``restricted``, so a merge never moves
-    a statement out of the view it was written for (any scope when ``within`` is None)."""
-    where = ("type = ? AND status = 'active' AND memory_id NOT IN "
+    a statement out of the view it was written for (any scope when ``within`` is None).
+
+    ``by_id``: the caller names the ids; the unary ``+`` keeps SQLite from taking the
+    (status, type) index, which scans every active memory of the type, over the
+    memory_id index (3.1 against 0.18 ms at 2,900 memories, growing with the file)."""
+    plus = "+" if by_id else ""
+    where = (f"{plus}type = ? AND {plus}status = 'active' AND memory_id NOT IN "
              "(SELECT memory_id FROM crystals)")
     params: list[Any] = [memory_type]
     if within is None:
@@ -156,7 +162,7 @@ def active_among(memory_type: str, memory_ids: Sequence[str],
     ``within`` may merge with, by id."""
     if not memory_ids:
         return {}
-    where, params = _active_where(memory_type, within)
+    where, params = _active_where(memory_type, within, by_id=True)
     ids = list(dict.fromkeys(memory_ids))
     rows = run(f"SELECT {_STORED} FROM memories WHERE {where} AND memory_id IN "
                f"({placeholders(len(ids))})", (*params, *ids)).fetchall()

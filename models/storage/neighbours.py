@@ -14,12 +14,15 @@ if TYPE_CHECKING:
 #: How far (in rows) a conversation's neighbour is looked for: rows of other
 #: conversations written in between are skipped, up to this many.
 SCAN_ROWS = 64
-_BEFORE = ("SELECT memory_id FROM memories WHERE conversation_id = ? AND id < ? AND id >= ? "
-           "AND forgotten = 0 ORDER BY id DESC LIMIT ?")
-_AFTER = ("SELECT memory_id FROM memories WHERE conversation_id = ? AND id > ? AND id <= ? "
-          "AND forgotten = 0 ORDER BY id LIMIT ?")
-_HITS = ("SELECT memory_id, id, conversation_id, content FROM memories "
-         "WHERE memory_id IN (SELECT value FROM json_each(?))")
+_SIDE = ("(SELECT json_group_array(memory_id) FROM (SELECT m.memory_id FROM memories m "
+         "WHERE m.conversation_id = h.conversation_id AND m.id {op} h.id "
+         "AND m.id {bound} h.id {sign} ? AND m.forgotten = 0 ORDER BY m.id {order} LIMIT ?))")
+#: Each hit, whether it asks, and its conversation's neighbours on each side (nearest
+#: first), in one statement (one per side and hit was 2 statements a hit).
+_HITS = ("SELECT h.memory_id, h.content, "
+         + _SIDE.format(op="<", bound=">=", sign="-", order="DESC") + ", "
+         + _SIDE.format(op=">", bound="<=", sign="+", order="") + " FROM memories h "
+         "WHERE h.memory_id IN (SELECT value FROM json_each(?))")
 _EDGES = ("SELECT from_memory_id, to_memory_id FROM memory_edges "
           "WHERE from_memory_id IN (SELECT value FROM json_each(?)) "
           "OR to_memory_id IN (SELECT value FROM json_each(?)) ORDER BY edge_id")
@@ -43,14 +46,12 @@ def around(odb: OrchestratorDB, memory_ids: Sequence[str], radius: int) -> dict[
     listed = json.dumps(list(memory_ids))
     out: dict[str, list[Near]] = {m: [] for m in memory_ids}
     asks: dict[str, bool] = {}
-    for memory_id, rowid, conversation, content in odb.sql(_HITS, (listed,)):
+    side = max(radius, 0)
+    for memory_id, content, before, after in odb.sql(
+            _HITS, (SCAN_ROWS, side, SCAN_ROWS, side, listed)):
         asks[memory_id] = content.rstrip().endswith("?")
-        if conversation is None or radius <= 0:
-            continue
-        for query, bound, how in ((_BEFORE, rowid - SCAN_ROWS, "before"),
-                                  (_AFTER, rowid + SCAN_ROWS, "after")):
-            out[memory_id] += [Near(r[0], how, asks[memory_id])
-                               for r in odb.sql(query, (conversation, rowid, bound, radius))]
+        for found, how in ((before, "before"), (after, "after")):
+            out[memory_id] += [Near(m, how, asks[memory_id]) for m in json.loads(found)]
     for source, target in odb.sql(_EDGES, (listed, listed)):
         for hit, other in ((source, target), (target, source)):
             if hit in out and all(n.memory_id != other for n in out[hit]):

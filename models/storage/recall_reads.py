@@ -27,6 +27,7 @@ from ..schema import (
     SourceType,
     Status,
 )
+from ..trusted import trusted
 from .governance_columns import governance_fields
 from .provenance import CapturedSource
 from .validity_columns import NO_TIME_COLUMNS_SQL, TIME_COLUMNS_SQL, has_time
@@ -160,8 +161,8 @@ def assembly(odb: OrchestratorDB, ids: Sequence[str],
         found += odb.sql(_NODES[has_time(odb)], (_json(missing),))
     nodes = {row[0]: _node(row, odb.orchestrator_id) for row in found}
     listed = _json(ids)
-    edges = [MemoryEdge.model_construct(
-        edge_id=e[0], from_memory_id=e[1], to_memory_id=e[2], edge_type=EdgeType(e[3]),
+    edges = [trusted(
+        MemoryEdge, edge_id=e[0], from_memory_id=e[1], to_memory_id=e[2], edge_type=EdgeType(e[3]),
         weight=e[4], reason=e[5], created_at=e[6]) for e in odb.sql(_EDGES, (listed, listed))]
     outside = sorted({end for e in edges for end in (e.from_memory_id, e.to_memory_id)}
                      - set(ids))
@@ -173,16 +174,16 @@ def assembly(odb: OrchestratorDB, ids: Sequence[str],
 
 
 def _source(columns: Sequence[Any]) -> Source:
-    return Source.model_construct(
-        source_type=SourceType(columns[0]), source_path=columns[1],
+    return trusted(
+        Source, source_type=SourceType(columns[0]), source_path=columns[1],
         conversation_id=columns[2], workflow_run_id=columns[3], step_id=columns[4],
         captured_by=CapturedBy(columns[5]))
 
 
 def _node(row: tuple[Any, ...], orchestrator_id: str) -> MemoryNode:
     """A node from a row of :data:`_NODE_COLUMNS` (as ``memories.row_to_node`` builds it)."""
-    return MemoryNode.model_construct(
-        memory_id=row[0], orchestrator_id=orchestrator_id, type=MemoryType(row[1]),
+    return trusted(
+        MemoryNode, memory_id=row[0], orchestrator_id=orchestrator_id, type=MemoryType(row[1]),
         importance=row[2], content=row[3], summary=row[4], confidence=row[5],
         status=Status(row[6]), source=_source(row[7:13]), created_at=row[13],
         updated_at=row[UPDATED_AT], **governance_fields(*row[GOVERNANCE]),

@@ -2,7 +2,8 @@
 
 Every statement history, hard forget and said_before run is recorded from the
 connection (SQLite's trace callback, parameters bound), and SQLite's own plan for each
-one that reads memory_events is checked: a search by key, never a scan.
+one that reads memory_events is checked: a search by key, never a scan. The same for a
+write's lookup of its nearest stored memories: by memory_id.
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from orchmem_testing import make_settings
+from orchmem_testing import distinct_texts, make_settings
 
 from orchmem.models.edits import Forget, apply_edit
+from orchmem.models.embedding import Embedder
 from orchmem.models.history import history
 from orchmem.models.schema import MemoryInput, validate
 from orchmem.models.storage import memories
@@ -70,3 +72,26 @@ def test_history_forget_and_said_before_search_the_event_index(tmp_path: Path) -
     # memory_events has no memory_id column: this is the primary key of memory_event_ids.
     by_memory = re.compile(r"SEARCH \w+ USING PRIMARY KEY \(memory_id=\?\)")
     assert all(any(by_memory.fullmatch(d) for d in found[s]) for s in lookups)
+
+
+def test_a_writes_neighbour_check_looks_its_candidates_up_by_memory_id(
+        tmp_path: Path, embedder: Embedder) -> None:
+    """The nearest stored memories of a new one are read by id (the unique memory_id
+    index), not by scanning every active memory of the type with the (status, type)
+    index, which grows with the file."""
+    odb = Databases(make_settings(tmp_path, "")).open("neighbours")
+    assert odb is not None
+    texts = distinct_texts(30, seed=53)
+    vectors = embedder.encode(texts)
+    write_memories(odb, key="k-many", task="t", memories=[said("c", t) for t in texts[:-1]],
+                   vectors=list(vectors[:-1]), embedder=embedder.version)
+    with statements(odb) as seen:
+        write_memories(odb, key="k-one", task="t", memories=[said("c", texts[-1])],
+                       vectors=[vectors[-1]], embedder=embedder.version)
+    by_ids = [s for s in seen if s.lstrip().upper().startswith("SELECT")
+              and re.search(r"FROM memories WHERE .* memory_id IN \('", s)]
+    assert by_ids, seen
+    for statement in by_ids:
+        plan = [row[3] for row in odb.sql(f"EXPLAIN QUERY PLAN {statement}")]
+        assert any(d.startswith("SEARCH memories USING INDEX memories_memory_id")
+                   for d in plan), (statement, plan)

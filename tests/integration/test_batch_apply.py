@@ -15,6 +15,7 @@ from orchmem.config import MemoryValidationError
 from orchmem.models.embedding import Embedder
 from orchmem.models.execlog import new_run_id
 from orchmem.models.memlog import read_log
+from orchmem.models.payloads import key_of
 from orchmem.models.schema import derive_id
 from orchmem.models.storage import receipts
 from orchmem.tasks.batch import FAILURE, SUCCESS, Waiting, apply_batch, run_one
@@ -35,6 +36,19 @@ def facts(orch: str, texts: list[str]) -> list[Waiting]:
                            "idempotencyKey": f"k-{i}"}) for i, t in enumerate(texts)]
 
 
+def model_calls(embedder: Embedder, monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The texts of each call of the real model from now on (the test's monkeypatch)."""
+    calls: list[list[str]] = []
+    encode = embedder.encode
+
+    def recorded(batch: Any) -> Any:
+        calls.append(list(batch))
+        return encode(batch)
+
+    monkeypatch.setattr(embedder, "encode", recorded)
+    return calls
+
+
 @pytest.fixture
 def app(tmp_path: Path, embedder: Embedder) -> Any:
     return create_immediate_app(make_settings(tmp_path / "root", "redis://127.0.0.1:1/0"))
@@ -50,18 +64,11 @@ def test_a_batch_embeds_once_commits_once_and_each_task_gets_its_own_result(
     items.insert(5, waiting(orch, {"memories": [{"type": "Fact", "content": "",
                                                  "source": MANUAL}],
                                    "idempotencyKey": "k-bad"}))
-    calls: list[int] = []
-    encode = embedder.encode
-
-    def counted(batch: Any) -> Any:
-        calls.append(len(batch))
-        return encode(batch)
-
-    monkeypatch.setattr(embedder, "encode", counted)
+    calls = model_calls(embedder, monkeypatch)
     outcomes = apply_batch(task, items)
     assert [o.state for o in outcomes] == [SUCCESS] * 5 + [FAILURE] + [SUCCESS] * 7
     assert isinstance(outcomes[5].value, MemoryValidationError)
-    assert calls == [12], "one model call for every text of the batch"
+    assert [len(c) for c in calls] == [12], "one model call for every text of the batch"
     odb = app.databases.open(orch)
     assert receipts.status(odb, "k-bad") == receipts.REJECTED
     for outcome in outcomes[:5] + outcomes[6:]:
@@ -74,6 +81,43 @@ def test_a_batch_embeds_once_commits_once_and_each_task_gets_its_own_result(
     assert deliveries == [(1,)], "each delivery counted once"
     logged = [r for r in read_log(odb.workspace.log_path) if r["event"] == "batch"]
     assert [r["size"] for r in logged] == [13], "one batch, the invalid task in it"
+
+
+def test_a_job_across_orchestrators_embeds_in_one_model_call_after_counting_each(
+        app: Any, embedder: Embedder, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Orchestrators interleaved (three write-backs of A, a transcript of B, one of C):
+    every delivery is counted, then one model call for all five texts (B's as the
+    extractor will word it); D's delivery came
+    back unfinished (its receipt exists: it may be what crashed the model), so its
+    text is embedded on its own."""
+    task = app.tasks[WRITEBACK]
+    a, b, c, d = (unique_id(name) for name in ("a", "b", "c", "d"))
+    texts = distinct_texts(6, seed=47)
+    of_a = facts(a, texts[:3])
+    transcript = waiting(b, {"channelTranscript": {"conversationId": "c-1", "messages": [
+        {"role": "user", "text": f"I prefer {texts[3]}."}, {"role": "assistant", "text": "Ok"}]}})
+    items = [of_a[0], transcript, of_a[1], facts(c, [texts[4]])[0], of_a[2],
+             facts(d, [texts[5]])[0]]
+    crashed = app.databases.open(d)
+    receipts.begin_batch(crashed, [(key_of(d, task.kind, items[5].kwargs["payload"]),
+                                    WRITEBACK)])
+    calls = model_calls(embedder, monkeypatch)
+    outcomes = apply_batch(task, items)
+    assert [o.state for o in outcomes] == [SUCCESS] * 6
+    extracted = outcomes[1].value["created"]
+    assert len(extracted) == 1, "the transcript's text, extracted ahead, is in the call"
+    odb_b = app.databases.open(b)
+    with odb_b.read():
+        said = odb_b.sql("SELECT content FROM memories")[0][0]
+    assert [sorted(call) for call in calls] == [sorted([*texts[:3], said, texts[4]]),
+                                                [texts[5]]]
+    for orch, expected in ((a, texts[:3]), (b, [said]), (c, texts[4:5]), (d, texts[5:])):
+        odb = app.databases.open(orch)
+        with odb.read():
+            assert [r[0] for r in odb.sql("SELECT content FROM memories ORDER BY id")] == \
+                expected
+            deliveries = odb.sql("SELECT deliveries FROM task_receipts")
+        assert deliveries == [(2,)] if orch == d else [(1,)] * len(expected)
 
 
 def test_a_batch_gives_the_same_results_as_one_by_one_and_a_replay_writes_nothing(

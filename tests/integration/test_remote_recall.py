@@ -165,6 +165,67 @@ def test_a_remote_answer_leaves_nothing_in_the_broker(settings: Settings, app: O
         assert text.encode() not in (broker.get(key) or b""), key
 
 
+def test_a_read_leaves_no_unacked_copy_in_the_broker(settings: Settings, app: OrchmemCelery,
+                                                  reader: ReaderProcess) -> None:
+    """A reader takes a read off its queue with no ack emulation: kombu writes no copy of
+    the message (with the query's text) to its ``unacked`` hash and index, one Redis
+    transaction fewer per recall. (Celery still acknowledges: kombu then deletes a tag
+    that is not there.)"""
+    import threading
+
+    from orchmem.tasks.read import RECALL_READ
+    from orchmem.worker.routing import queue_for
+
+    orch = unique_id("remote-noack")
+    local = MemoryClient(orch, settings)
+    assert local.write_back(memories=[_memory("The ferry leaves at noon")]).wait(60)["ok"]
+    remote = MemoryClient(orch, settings, remote=True)
+    remote.recall("ferry")  # warm: the reader has the file open
+    commands: list[str] = []
+    done = threading.Event()
+    with _broker(settings, app).monitor() as monitor:
+        def listen() -> None:  # the workers' 1 s BRPOP timeouts keep this loop turning
+            for command in monitor.listen():
+                commands.append(command["command"])
+                if done.is_set():
+                    break
+        listener = threading.Thread(target=listen, daemon=True)
+        listener.start()
+        time.sleep(0.2)
+        assert remote.recall("when does the ferry leave?").nodes
+        time.sleep(0.5)  # the reader's ack, if it made one, comes after the answer
+        done.set()
+        listener.join(10)
+    read_queue = queue_for(settings, orch, RECALL_READ)
+    assert any(c.startswith(f"LPUSH {read_queue} ") for c in commands), commands
+    assert any(c.startswith("EVAL ") and "orchmem.reply." in c for c in commands), commands
+    copies = [c for c in commands if c.split(" ", 1)[0] in ("HSET", "ZADD") and "unacked" in c]
+    assert copies == [], copies
+
+
+def test_a_client_of_an_earlier_release_gets_its_answer_from_the_result_store(
+        settings: Settings, app: OrchmemCelery, reader: ReaderProcess) -> None:
+    """A message without ``reply`` (sent by an earlier release) is answered in full
+    through Celery's result store, the same bundle the reply list carries."""
+    from orchmem.tasks.publish import send
+    from orchmem.tasks.read import RECALL_READ
+
+    orch = unique_id("remote-old-client")
+    local = MemoryClient(orch, settings)
+    texts = ["The lighthouse keeper logs the weather at dawn",
+             "The lighthouse lamp was replaced in March",
+             "Fog horns sound every thirty seconds in fog",
+             "The keeper's cottage has a red door"]
+    assert local.write_back(memories=[_memory(t) for t in texts]).wait(60)["ok"]
+    query = "what does the lighthouse keeper do?"
+    answer = send(app, RECALL_READ, {"orchestrator_id": orch, "query": query, "options": {},
+                                     "pending": [], "wait_s": 0.0}).get(timeout=30)
+    assert answer["ok"] is True and answer["pending"] == []
+    old_ids = [node["memory"]["memoryId"] for node in answer["bundle"]["nodes"]]
+    new = MemoryClient(orch, settings, remote=True).recall(query)
+    assert old_ids == new.memory_ids and len(old_ids) >= 2
+
+
 def test_a_reader_writes_only_to_reply_keys(settings: Settings, app: OrchmemCelery,
                                            reader: ReaderProcess) -> None:
     """A message naming another key (a queue, a result) for the answer is refused: the
@@ -189,8 +250,11 @@ def test_a_reader_writes_only_to_reply_keys(settings: Settings, app: OrchmemCele
 
 
 def test_a_reader_sends_no_task_events_and_counts_recalls_in_prometheus(isolated: Any) -> None:
-    """reader.task_events is off by default (two events per recall, for Flower); with
-    --metrics-port the reader counts and times its recalls instead."""
+    """reader.task_events is off by default (two events per recall, for Flower), and then
+    the client sends no task-sent event for a recall either (Flower would list it as
+    never received); with --metrics-port the reader counts and times its recalls."""
+    import base64
+    import json
     import urllib.request
 
     from orchmem_testing import free_port, wait_until
@@ -213,13 +277,19 @@ def test_a_reader_sends_no_task_events_and_counts_recalls_in_prometheus(isolated
             urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5)
             .read().decode()), 30, message="reader metrics")
         assert 'orchmem_tasks_total{outcome="SUCCESS",task="orchmem.read.recall"} 1.0' in text
-        channels = set()
+        # A write-back's task-sent event shows that the channel carries events.
+        MemoryClient(orch, settings).write_back(memories=[_memory("The glaze is blue")])
+        seen = []
         deadline = time.monotonic() + 2
         while time.monotonic() < deadline:
             message = events.get_message(timeout=0.2)
             if message and message["type"] == "pmessage":
-                channels.add(message["channel"].decode().rsplit("/", 1)[-1])
-        assert channels <= {"task.sent"}, channels  # the client's; none from the reader
+                envelope = json.loads(message["data"])
+                body = json.loads(base64.b64decode(envelope["body"])
+                                  if envelope["properties"].get("body_encoding") == "base64"
+                                  else envelope["body"])
+                seen.append((message["channel"].decode().rsplit("/", 1)[-1], body.get("name")))
+        assert seen == [("task.sent", "orchmem.writeback")], seen
     finally:
         events.close()
         process.stop()
