@@ -22,7 +22,8 @@ The router's variants (models/router.py): ``router`` is the whole plan; each
 (its boost and its own list) and the favour of dated memories for a question about
 when; ``-expansion`` the neighbour expansion; ``-substance`` the lowering of memories
 that only ask or are terse; ``-speakers`` the favour of the named speaker and the
-search without speakers' names; ``-window-list`` only the window's own list.
+search without speakers' names; ``-window-list`` only the window's own list;
+``-gate`` the relevance floor as a gate (every candidate held to the full floor).
 ``router-v1`` is the plan as issue 18 first shipped it (window, dated favour and
 expansion only). ``--skip 4 --conversations 3`` is the held-out check (43, 44, 47).
 """
@@ -119,7 +120,8 @@ ROUTES: dict[str, Any] = {
     "router-no-substance": _planner(**_NO_SUBSTANCE),
     "router-no-speakers": _planner(**_NO_SPEAKERS),
     "router-no-window-list": _planner(dated_hits=0),
-    "router-v1": _planner(**_NO_SUBSTANCE, **_NO_SPEAKERS, dated_hits=0),
+    "router-no-gate": _planner(answered_floor=None),
+    "router-v1": _planner(**_NO_SUBSTANCE, **_NO_SPEAKERS, dated_hits=0, answered_floor=None),
 }
 
 

@@ -37,6 +37,7 @@ from .recall_time import (
     both,
     dated,
     focus,
+    gate_floor,
     plan_dump,
     valid_keep,
     widened,
@@ -344,6 +345,12 @@ def _answer(odb: OrchestratorDB, search: _Search, encoded: Encoded | None,
                                             ids=[m for m in text_ids if m not in cosines]))
         # A memory of the asked days is held to full text's lower bar.
         floor = relevance_floor(cosines, {*text_ids, *window}, search.params)
+        lower = search.asked.plan.answered_floor if search.asked.plan else None
+        if lower is not None:  # the router's plan: the floor as a gate (recall_time.py)
+            floor = gate_floor(floor, relevance_floor(
+                cosines, {*text_ids, *window}, search.params.model_copy(update={
+                    "min_similarity": lower[0], "min_similarity_text": lower[1]})),
+                {*vector_ids, *text_ids, *window})
     inputs = recall_reads.rank_inputs(odb, [*{*vector_ids, *text_ids, *window}])
     rows = {i.memory_id: i.row for i in inputs}
     as_of = search.asked.as_of

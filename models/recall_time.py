@@ -1,5 +1,7 @@
 """Recall's steps about time and plans, after the hybrid search has fused its lists.
 
+- the floor as a gate: when the plan has an ``answered_floor`` and a candidate passes
+  the relevance floor, the others are held to that lower floor (:func:`gate_floor`);
 - the as-of filter (models/validity.py): a candidate not valid and known at ``as_of``
   is dropped, as the relevance floor drops one, before the top N is cut;
 - the question's time window (models/router.py): a memory dated inside it (its
@@ -68,6 +70,17 @@ def focus(odb: OrchestratorDB, text: str, asked: Asked) -> tuple[str, Asked]:
     if not found or not has_topic(rest):
         return text, asked
     return rest, replace(asked, plan=replace(plan, speakers=found))
+
+
+def gate_floor(floor: Keep, lower: Keep, candidates: set[str]) -> Keep:
+    """``lower`` when one of ``candidates`` passes ``floor``, else ``floor``.
+
+    The floor says whether a question is about anything stored at all (an unrelated
+    question gets nothing as before: nothing passes it). Once one memory passes, the
+    question is about something here, and its other evidence often shares fewer of its
+    words ("Caroline's political leaning": her turns about activism), so the others
+    need only reach the lower floor."""
+    return lower if any(floor(m) for m in candidates) else floor
 
 
 def valid_keep(rows: Mapping[str, Row], as_of: str) -> Keep:

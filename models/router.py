@@ -102,6 +102,10 @@ class Plan:
     #: the fusion (0: none): a memory of the asked days the searches did not reach.
     dated_hits: int = 0
     dated_after_days: int = 0
+    #: The relevance floor as a gate (models/recall_time.py ``gate_floor``): when at
+    #: least one candidate passes the settings' floor, the others are held to this lower
+    #: one instead (cosine, and cosine with full text); None: the settings' floor alone.
+    answered_floor: tuple[float, float] | None = None
 
     def dump(self) -> dict[str, Any]:
         return {"intent": self.intent.value,
@@ -115,14 +119,15 @@ class Plan:
                 "asksFactor": self.asks_factor, "terseFactor": self.terse_factor,
                 "names": list(self.names), "speakerBoost": self.speaker_boost,
                 "speakerLabels": self.speaker_labels, "speakers": list(self.speakers),
-                "datedHits": self.dated_hits, "datedAfterDays": self.dated_after_days}
+                "datedHits": self.dated_hits, "datedAfterDays": self.dated_after_days,
+                "answeredFloor": list(self.answered_floor) if self.answered_floor else None}
 
 
 def classify(query: str, refs: list[TimeRef] | None = None) -> Intent:
     """The kind of question ``query`` is (rules; see the module's text)."""
     head = query[:MAX_ROUTE_CHARS]
     if refs is None:
-        refs = resolve(head, _ANY_DAY)  # only whether there is one matters here
+        refs = resolve(head, _ANY_DAY, bare_months=True)  # only whether there is one matters
     if _SIMILAR.search(head):
         return Intent.SIMILAR_CASE
     if refs or _WHEN.search(head):
@@ -156,13 +161,16 @@ SPEAKER_LABELS = 10
 #: A window's own list: its best memories by cosine, said in it or this many days after.
 DATED_HITS = 10
 DATED_AFTER_DAYS = 7
+#: Once a question is answered (a candidate passed the floor): the lower floor of the
+#: other candidates (cosine; cosine when full text found it too).
+ANSWERED_FLOOR = (0.2, 0.1)
 #: At most this many memories of a window are compared with the question.
 MAX_DATED_SCAN = 1000
 
 
 def plan(query: str, now: datetime) -> Plan:
     """The retrieval plan for ``query``, its dated phrases resolved against ``now``."""
-    refs = resolve(query[:MAX_ROUTE_CHARS], now)
+    refs = resolve(query[:MAX_ROUTE_CHARS], now, bare_months=True)
     intent = classify(query, refs)
     boost, dated, hits, share = _SHAPES[intent]
     span = window(refs)
@@ -172,4 +180,4 @@ def plan(query: str, now: datetime) -> Plan:
                 asks_factor=ASKS_FACTOR, terse_factor=TERSE_FACTOR,
                 names=named(query), speaker_boost=SPEAKER_BOOST,
                 speaker_labels=SPEAKER_LABELS, dated_hits=DATED_HITS if span else 0,
-                dated_after_days=DATED_AFTER_DAYS)
+                dated_after_days=DATED_AFTER_DAYS, answered_floor=ANSWERED_FLOOR)

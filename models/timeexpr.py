@@ -1,7 +1,8 @@
 """Dates in words, resolved by rules against an anchor time (no model, no network).
 
-"yesterday", "last week", "next Friday", "two days ago", "in May 2023", "on 8 May 2023",
-"2023-05-08", "last year" are turned into closed day ranges ``[start, end]`` (dates,
+"yesterday", "last week", "next Friday", "last Tues", "two days ago", "two weekends ago",
+"in May 2023", "on 8 May 2023", "2023-05-08", "last year" (and, in a question, "in June":
+the last June begun) are turned into closed day ranges ``[start, end]`` (dates,
 both inclusive) against an anchor: for a memory its validFrom (when it was said), for a
 query the clock of the recall. A phrase the rules do not know is left alone; nothing
 is guessed. Weeks start on Monday. "next Friday" is the first Friday after the anchor
@@ -28,13 +29,17 @@ _MONTHS |= {name.lower(): i for i, name in enumerate(calendar.month_abbr) if nam
 _MONTHS.pop("may", None)
 _MONTHS["may"] = 5
 _DAYS = {name.lower(): i for i, name in enumerate(calendar.day_name)}
+#: Short weekday names as people write them ("last Tues"); "Sat" and "Sun" are left out
+#: (also words: "the last sat down").
+_DAYS |= {"mon": 0, "tue": 1, "tues": 1, "wed": 2, "weds": 2, "thu": 3, "thur": 3,
+          "thurs": 3, "fri": 4}
 _NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
             "seven": 7, "eight": 8, "nine": 9, "ten": 10, "a couple of": 2, "a few": 3,
             "couple of": 2, "few": 3}
 _MONTH_RE = "|".join(sorted(_MONTHS, key=len, reverse=True))
-_DAY_RE = "|".join(_DAYS)
+_DAY_RE = "|".join(sorted(_DAYS, key=len, reverse=True))
 _NUM_RE = r"\d{1,3}|" + "|".join(sorted(_NUMBERS, key=len, reverse=True))
-_UNIT_RE = r"days?|weeks?|months?|years?"
+_UNIT_RE = r"days?|weekends?|weeks?|months?|years?"
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +81,12 @@ def _relative_span(unit: str, count: int, anchor: date, sign: int) -> tuple[date
         return day, day
     if unit == "week":
         return _week(anchor + timedelta(weeks=sign * count))
+    if unit == "weekend":
+        # The coming weekend is the first ahead ("in 1 weekend" = "this weekend"); the
+        # first behind is the one of the week before ("a weekend ago" = "last weekend").
+        weeks = sign * count if sign < 0 else count - 1
+        saturday = _week(anchor + timedelta(weeks=weeks))[0] + timedelta(days=5)
+        return saturday, saturday + timedelta(days=1)
     if unit == "month":
         first = _shift_months(anchor.replace(day=1), sign * count)
         return first, _month_end(first.year, first.month)
@@ -138,6 +149,14 @@ def _rule_month_year(m: re.Match[str], anchor: date) -> tuple[date, date] | None
     return date(year, month, 1), _month_end(year, month)
 
 
+def _rule_bare_month(m: re.Match[str], anchor: date) -> tuple[date, date] | None:
+    """A month without a year ("in June"): the last one that began on or before the
+    anchor (a question asks about what has happened)."""
+    month = _MONTHS[m.group("month").lower()]
+    year = anchor.year if month <= anchor.month else anchor.year - 1
+    return date(year, month, 1), _month_end(year, month)
+
+
 def _rule_iso(m: re.Match[str], anchor: date) -> tuple[date, date] | None:
     try:
         day = date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
@@ -166,19 +185,28 @@ _RULES = tuple((re.compile(pattern, re.IGNORECASE), rule) for pattern, rule in (
     (rf"\bin\s+(?P<n>{_NUM_RE})\s+(?P<unit>{_UNIT_RE})\b", _rule_in_n),
     (r"\b(?:in|during|since|of|from)\s+(?P<year>(?:19|20)\d{2})\b", _rule_year),
 ))
+#: Only for a question (:func:`resolve` with ``bare_months``): in a statement "in June"
+#: can be ahead ("we're moving in June") as well as behind. A possessive is a name
+#: ("in May's car", "in Jan's garden").
+_BARE_MONTH = (re.compile(rf"\b(?:in|during)\s+(?:early\s+|late\s+|mid-?)?"
+                          rf"(?P<month>{_MONTH_RE})\b(?!['\u2019]s\b|\.?,?\s*(?:\d|of\b))",
+                          re.IGNORECASE),
+               _rule_bare_month)
 
 
-def resolve(text: str, anchor: datetime | date) -> list[TimeRef]:
+def resolve(text: str, anchor: datetime | date, *, bare_months: bool = False
+            ) -> list[TimeRef]:
     """Every dated phrase of ``text`` with the days it names, in text order.
 
     Overlapping matches keep the first rule's (the more specific: a full date beats the
-    year inside it).
+    year inside it). ``bare_months``: a month without a year ("in June") is the last one
+    begun by the anchor (for a question; a statement's could be ahead).
     """
     day = anchor.date() if isinstance(anchor, datetime) else anchor
     head = text[:MAX_SCAN_CHARS]
     taken: list[tuple[int, int]] = []
     found: list[tuple[int, TimeRef]] = []
-    for pattern, rule in _RULES:
+    for pattern, rule in (*_RULES, _BARE_MONTH) if bare_months else _RULES:
         for m in pattern.finditer(head):
             if any(m.start() < end and start < m.end() for start, end in taken):
                 continue

@@ -143,3 +143,35 @@ def test_a_question_only_about_a_speaker_keeps_the_name(databases: Databases,
     routed = recall(ORCH, "Tell me about Nate", databases=databases, now=NOW, route=True)
     assert routed.plan is not None and routed.plan["speakers"] == []
     assert routed.nodes and routed.nodes[0].memory.content.startswith("Nate: ")
+
+
+def test_once_a_question_is_answered_the_others_need_only_the_lower_floor(
+        databases: Databases, embedder: Embedder) -> None:
+    odb = databases.open(ORCH)
+    # Two conversations, so the neighbour expansion does not carry one to the other.
+    votes = transcript(odb, embedder, [
+        "Nate: I vote in every election because politics shapes people's lives.",
+        *FILLER])[0]
+    [activist] = transcript(odb, embedder, [
+        "Nate: I joined an activist group that campaigns for equal rights."], key="other")
+    query = "What would Nate's political leaning be?"
+    routed = recall(ORCH, query, databases=databases, now=NOW, route=True)
+    gated_off = recall(ORCH, query, databases=databases, now=NOW,
+                       route=lambda q, now: replace(plan(q, now), answered_floor=None))
+    assert routed.plan is not None and routed.plan["speakers"] == ["Nate"]
+    assert routed.plan["answeredFloor"] == [0.2, 0.1]
+    cosine = {n.memory.memory_id: n.scores.vector_cosine for n in routed.nodes}
+    # The searched text is "What would political leaning be?": one memory passes the
+    # floor (0.3); the activist one shares no word with it and has a lower cosine.
+    assert cosine[votes] is not None and cosine[votes] >= 0.3
+    assert cosine[activist] is not None and 0.2 <= cosine[activist] < 0.3
+    assert votes in gated_off.memory_ids and activist not in gated_off.memory_ids
+    assert set(gated_off.memory_ids) < set(routed.memory_ids)
+
+
+def test_a_question_about_nothing_stored_still_gets_nothing(databases: Databases,
+                                                            embedder: Embedder) -> None:
+    odb = databases.open(ORCH)
+    transcript(odb, embedder, FILLER)
+    for query in ("How do BGP route reflectors scale?", "What is the melting point of tungsten?"):
+        assert recall(ORCH, query, databases=databases, now=NOW, route=True).nodes == []

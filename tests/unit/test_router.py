@@ -16,6 +16,7 @@ NOW = datetime(2023, 5, 8, 12, 0, tzinfo=UTC)
     ("Was there a similar problem with the deploy?", Intent.SIMILAR_CASE),
     ("When did Caroline go to the support group?", Intent.ENTITY_TIME),
     ("What did Melanie paint last week?", Intent.ENTITY_TIME),
+    ("What did Melanie do in June?", Intent.ENTITY_TIME),
     ("How long ago did they move?", Intent.ENTITY_TIME),
     ("What happened at the launch?", Intent.WHAT_HAPPENED),
     ("What did Caroline do to relax?", Intent.WHAT_HAPPENED),
@@ -39,6 +40,13 @@ def test_a_dated_question_gets_its_window_and_a_boost() -> None:
 
 def test_relative_phrases_of_a_question_resolve_against_the_clock() -> None:
     assert plan("what happened last week?", NOW).window == (date(2023, 5, 1), date(2023, 5, 7))
+
+
+def test_a_month_without_a_year_is_the_last_one_before_the_clock() -> None:
+    assert plan("When did Melanie go camping in June?", NOW).window == (
+        date(2022, 6, 1), date(2022, 6, 30))
+    assert plan("What did she paint in April?", NOW).window == (
+        date(2023, 4, 1), date(2023, 4, 30))
 
 
 def test_a_question_without_a_date_has_no_window_and_no_boost() -> None:

@@ -46,6 +46,11 @@ def days(text: str, anchor: datetime | date = ANCHOR) -> list[tuple[str, str, st
     ("on 25 December", "2023-12-25", "2023-12-25"),  # no year: the anchor's
     ("2023-01-02 is the deadline", "2023-01-02", "2023-01-02"),
     ("since 2016 I paint", "2016-01-01", "2016-12-31"),
+    ("we went camping two weekends ago", "2023-04-29", "2023-04-30"),
+    ("a weekend ago", "2023-05-06", "2023-05-07"),  # the same as "last weekend"
+    ("in 2 weekends", "2023-05-20", "2023-05-21"),
+    ("I joined a new group last Tues", "2023-05-02", "2023-05-02"),
+    ("next Thurs", "2023-05-11", "2023-05-11"),
 ])
 def test_phrase_resolves_to_its_days(text: str, start: str, end: str) -> None:
     [(_, got_start, got_end)] = days(text)
@@ -59,7 +64,7 @@ def test_month_across_a_year_boundary() -> None:
 
 @pytest.mark.parametrize("text", [
     "", "I may go", "nothing dated here", "Friday", "on 31 February 2023", "2023-13-40",
-    "may I ask", "the March of progress", "a weekly meeting",
+    "may I ask", "the March of progress", "a weekly meeting", "in June", "last sat down",
 ])
 def test_no_date_is_guessed(text: str) -> None:
     assert days(text) == []
@@ -79,3 +84,22 @@ def test_several_phrases_come_in_text_order_and_make_one_window() -> None:
 
 def test_only_the_head_of_a_long_text_is_scanned() -> None:
     assert days("x " * MAX_SCAN_CHARS + "yesterday") == []
+
+
+@pytest.mark.parametrize(("text", "start", "end"), [
+    ("When did Melanie go camping in June?", "2022-06-01", "2022-06-30"),  # the last June
+    ("What did she do in May?", "2023-05-01", "2023-05-31"),  # the anchor's own month
+    ("during late January", "2023-01-01", "2023-01-31"),
+    ("in June 2021", "2021-06-01", "2021-06-30"),  # a year given wins
+    ("in June of 2021", "2021-06-01", "2021-06-30"),
+])
+def test_a_question_bare_month_is_the_last_one_begun(text: str, start: str, end: str) -> None:
+    [ref] = resolve(text, ANCHOR, bare_months=True)
+    assert (ref.start.isoformat(), ref.end.isoformat()) == (start, end)
+
+
+def test_a_statement_bare_month_is_left_alone() -> None:
+    """"We're moving in June" may be ahead or behind: only a question's is resolved."""
+    assert days("We're moving in June") == []
+    assert resolve("in June 3rd", ANCHOR, bare_months=True)[0].text == "June 3rd"
+    assert resolve("What did they plant in Jan's garden?", ANCHOR, bare_months=True) == []
