@@ -261,7 +261,9 @@ def test_a_reader_sends_no_task_events_and_counts_recalls_in_prometheus(isolated
 
     from orchmem.worker.app import create_app
 
-    settings = isolated(shards=1)
+    # A fresh reader's first recall loads the file and warms the model: on a loaded
+    # machine that can take longer than the default 5 s.
+    settings = isolated(shards=1, reader={"timeout_s": 30.0})
     app = create_app(settings)
     orch = unique_id("remote-quiet")
     assert MemoryClient(orch, settings, immediate=True).write_back(
