@@ -102,7 +102,8 @@ def ask_reader(client: MemoryClient, query: str, *, top_n: int | None = None,
         raise ReaderUnavailable(f"no reader answered within {timeout:g}s (is `orchmem "
                                 f"reader` running for queue {queue}?)")
     if not answer.ok or answer.bundle is None:
-        raise OrchmemError(f"reader refused: {answer.message or answer.error}")
+        raise OrchmemError("reader refused: "
+                           f"{answer.message or answer.error or 'its answer holds no bundle'}")
     left = answer.pending
     client._pending.settle(set(pending) - set(left))
     bundle = answer.bundle
