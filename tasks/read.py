@@ -20,7 +20,6 @@ an earlier release) gets the whole answer from the result store as before.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import time
@@ -60,6 +59,8 @@ class ReaderAnswer(BaseModel):
     bundle: RecallBundle | None = None
     error: str | None = None
     message: str | None = None
+    #: A validation error's details (config/errors.py).
+    errors: list[Any] | None = None
 
 
 def new_reply_key() -> str:
@@ -128,16 +129,10 @@ def recall_read(self: Any, orchestrator_id: str, query: str, options: dict[str, 
                            wait_s)
     if reply is None:
         return head if bundle is None else {**head, "bundle": bundle.dump()}
-    self.app.reply(reply, answer_json(head, bundle), REPLY_TTL_S)
+    answer = ReaderAnswer(**head, bundle=bundle)  # the bundle is taken as it is
+    self.app.reply(reply, answer.model_dump_json(by_alias=True, exclude_none=True),
+                   REPLY_TTL_S)
     return {"ok": head["ok"], "replied": True}
-
-
-def answer_json(head: dict[str, Any], bundle: RecallBundle | None) -> str:
-    """:class:`ReaderAnswer` as JSON text: ``head`` with the bundle in one pass."""
-    text = json.dumps(head, separators=(",", ":"))
-    if bundle is None:
-        return text
-    return f'{text[:-1]},"bundle":{bundle.model_dump_json(by_alias=True, exclude_none=True)}}}'
 
 
 def _recall(databases: Databases, orchestrator_id: str, query: str, options: Any,
