@@ -250,9 +250,10 @@ def planned(odb: OrchestratorDB, ranked: list[Ranked], rows: Mapping[str, Row], 
     memories it added: they say something of the memory itself (said by the person
     asked about, dated in the asked days), so a neighbour inherits its hit's plain
     score and then gets its own favour. Before it, a hit's favour was handed on to
-    every neighbour (the other speaker's question got the named speaker's answer
-    scored like itself) and the answer reached through a question never got its own
-    (README "Time, as of, latest state and the router")."""
+    every neighbour (the other speaker's turns beside it too), and the answer reached
+    through the other speaker's question never got its own (README "Time, as of,
+    latest state and the router"). The added rows are read once; substance reuses
+    them instead of reading their contents."""
     if not plan.favour_after_expansion:
         ranked = boost_speakers(boost_window(ranked, rows, plan), rows, plan)
         return weigh_substance(odb, expand(odb, ranked, plan, admit), rows, plan)
