@@ -24,6 +24,9 @@ when; ``-expansion`` the neighbour expansion; ``-substance`` the lowering of mem
 that only ask or are terse; ``-speakers`` the favour of the named speaker and the
 search without speakers' names; ``-window-list`` only the window's own list;
 ``-gate`` the relevance floor as a gate (every candidate held to the full floor).
+``router-favours-first`` applies the favours (window, dated, speaker) before the
+neighbour expansion, as the router did before issue 18's fourth part (a hit's favour
+handed on to its neighbours, none of their own).
 ``router-v1`` is the plan as issue 18 first shipped it (window, dated favour and
 expansion only). ``--skip 4 --conversations 3`` is the held-out check (43, 44, 47).
 """
@@ -121,7 +124,9 @@ ROUTES: dict[str, Any] = {
     "router-no-speakers": _planner(**_NO_SPEAKERS),
     "router-no-window-list": _planner(dated_hits=0),
     "router-no-gate": _planner(answered_floor=None),
-    "router-v1": _planner(**_NO_SUBSTANCE, **_NO_SPEAKERS, dated_hits=0, answered_floor=None),
+    "router-favours-first": _planner(favour_after_expansion=False),
+    "router-v1": _planner(**_NO_SUBSTANCE, **_NO_SPEAKERS, dated_hits=0, answered_floor=None,
+                          favour_after_expansion=False),
 }
 
 

@@ -4,10 +4,11 @@
   the relevance floor, the others are held to that lower floor (:func:`gate_floor`);
 - the as-of filter (models/validity.py): a candidate not valid and known at ``as_of``
   is dropped, as the relevance floor drops one, before the top N is cut;
-- the question's time window (models/router.py): a memory dated inside it (its
-  validFrom, else createdAt, or a dated phrase of its content) is favoured;
 - neighbour expansion: the plan's first hits pass a share of their score to the
   memories next to them in the same conversation and to those their edges reach;
+- the favours, after the expansion so that they reach what it added: a memory dated
+  inside the question's time window (its validFrom, else createdAt, or a dated phrase
+  of its content), or said by someone the question names (models/router.py);
 - substance: a memory that only asks, or says almost nothing, has its score lowered
   after the expansion (models/substance.py), so it still hands its score on first;
 - latest state: each memory is replaced by the head of its Updates chain.
@@ -232,15 +233,43 @@ def widened(limit: int, asked: Asked) -> int:
     return limit * 2 + 10 if asked.plan is not None or asked.latest else limit
 
 
+def with_added(odb: OrchestratorDB, ranked: list[Ranked],
+               rows: Mapping[str, Row]) -> Mapping[str, Row]:
+    """``rows`` and those of the memories the expansion added (one read for them)."""
+    added = [r.memory_id for r in ranked if r.memory_id not in rows]
+    if not added:
+        return rows
+    return {**rows, **{i.memory_id: i.row for i in recall_reads.rank_inputs(odb, added)}}
+
+
+def planned(odb: OrchestratorDB, ranked: list[Ranked], rows: Mapping[str, Row], plan: Plan,
+            admit: Callable[[list[str]], set[str]]) -> list[Ranked]:
+    """The plan's favours (window, dated, speaker), expansion and substance, in order.
+
+    With ``favour_after_expansion`` the favours come after the expansion and reach the
+    memories it added: they say something of the memory itself (said by the person
+    asked about, dated in the asked days), so a neighbour inherits its hit's plain
+    score and then gets its own favour. Before it, a hit's favour was handed on to
+    every neighbour (the other speaker's turns beside it too), and the answer reached
+    through the other speaker's question never got its own (README "Time, as of,
+    latest state and the router"). The added rows are read once; substance reuses
+    them instead of reading their contents."""
+    if not plan.favour_after_expansion:
+        ranked = boost_speakers(boost_window(ranked, rows, plan), rows, plan)
+        return weigh_substance(odb, expand(odb, ranked, plan, admit), rows, plan)
+    ranked = expand(odb, ranked, plan, admit)
+    rows = with_added(odb, ranked, rows)
+    ranked = boost_speakers(boost_window(ranked, rows, plan), rows, plan)
+    return weigh_substance(odb, ranked, rows, plan)
+
+
 def after_fusion(odb: OrchestratorDB, ranked: list[Ranked], rows: Mapping[str, Row],
                  asked: Asked, admit: Callable[[list[str]], set[str]],
                  limit: int) -> list[Ranked]:
-    """The plan's window and expansion, then latest heads; the best ``limit``."""
+    """The plan's favours, expansion and substance, then latest heads; the best
+    ``limit``."""
     if asked.plan is not None:
-        ranked = boost_window(ranked, rows, asked.plan)
-        ranked = boost_speakers(ranked, rows, asked.plan)
-        ranked = expand(odb, ranked, asked.plan, admit)
-        ranked = weigh_substance(odb, ranked, rows, asked.plan)
+        ranked = planned(odb, ranked, rows, asked.plan, admit)
     if asked.latest:
         ranked = to_heads(odb, ranked, asked.as_of, admit)
     return ranked[:limit]

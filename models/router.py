@@ -106,6 +106,10 @@ class Plan:
     #: least one candidate passes the settings' floor, the others are held to this lower
     #: one instead (cosine, and cosine with full text); None: the settings' floor alone.
     answered_floor: tuple[float, float] | None = None
+    #: The favours (window, dated, speaker) after the expansion, reaching the memories
+    #: it added, instead of before it, handed on with the hits' scores
+    #: (models/recall_time.py ``planned``).
+    favour_after_expansion: bool = False
 
     def dump(self) -> dict[str, Any]:
         return {"intent": self.intent.value,
@@ -120,7 +124,8 @@ class Plan:
                 "names": list(self.names), "speakerBoost": self.speaker_boost,
                 "speakerLabels": self.speaker_labels, "speakers": list(self.speakers),
                 "datedHits": self.dated_hits, "datedAfterDays": self.dated_after_days,
-                "answeredFloor": list(self.answered_floor) if self.answered_floor else None}
+                "answeredFloor": list(self.answered_floor) if self.answered_floor else None,
+                "favourAfterExpansion": self.favour_after_expansion}
 
 
 def classify(query: str, refs: list[TimeRef] | None = None) -> Intent:
@@ -180,4 +185,5 @@ def plan(query: str, now: datetime) -> Plan:
                 asks_factor=ASKS_FACTOR, terse_factor=TERSE_FACTOR,
                 names=named(query), speaker_boost=SPEAKER_BOOST,
                 speaker_labels=SPEAKER_LABELS, dated_hits=DATED_HITS if span else 0,
-                dated_after_days=DATED_AFTER_DAYS, answered_floor=ANSWERED_FLOOR)
+                dated_after_days=DATED_AFTER_DAYS, answered_floor=ANSWERED_FLOOR,
+                favour_after_expansion=True)

@@ -136,6 +136,32 @@ def test_a_dated_question_finds_a_memory_of_its_days_the_searches_missed(
     assert said_later not in off.memory_ids
 
 
+def test_the_answer_reached_through_a_question_gets_the_named_speakers_favour(
+        databases: Databases, embedder: Embedder) -> None:
+    odb = databases.open(ORCH)
+    # Joanna asks; Nate's answer shares no word with the question.
+    ids = transcript(odb, embedder, [
+        *FILLER, "Joanna: What are the names of your pet turtles?",
+        "Nate: Shelly and Crush, they are the sweetest little guys."])
+    asks, answer = ids[-2:]
+    query = "What are the names of Nate's pet turtles?"
+    after = recall(ORCH, query, databases=databases, now=NOW, route=True)
+    before = recall(ORCH, query, databases=databases, now=NOW,
+                    route=lambda q, now: replace(plan(q, now), favour_after_expansion=False))
+    assert after.plan is not None and after.plan["speakers"] == ["Nate"]
+    assert after.plan["favourAfterExpansion"] is True
+    p = after.plan
+    # Joanna's question is the best hit; the answer after it inherits its plain score,
+    # then gets Nate's favour of its own and comes first.
+    inherited = score(after, asks) / p["asksFactor"] * p["answerShare"]
+    assert score(after, answer) == pytest.approx(inherited * (1 + p["speakerBoost"]))
+    assert after.memory_ids[0] == answer
+    # Favoured first, Nate's turtle turns pushed the question out of the hits expanded:
+    # the answer only came as a neighbour of one of them, lower.
+    assert score(before, answer) < score(after, answer)
+    assert before.memory_ids.index(answer) > 2
+
+
 def test_a_question_only_about_a_speaker_keeps_the_name(databases: Databases,
                                                         embedder: Embedder) -> None:
     odb = databases.open(ORCH)

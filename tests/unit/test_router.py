@@ -73,6 +73,11 @@ def test_a_plan_carries_the_names_of_its_question_and_lowers_memories_that_ask()
     assert p.dump()["names"] == ["Joanna"]
 
 
+def test_a_plan_favours_after_its_expansion() -> None:
+    p = plan("What is Joanna inspired by?", NOW)
+    assert p.favour_after_expansion and p.dump()["favourAfterExpansion"] is True
+
+
 def test_only_a_question_with_a_window_gets_a_window_list() -> None:
     assert plan("Where did Joanna travel to in July 2022?", NOW).dated_hits > 0
     assert plan("Where did Joanna travel to?", NOW).dated_hits == 0
