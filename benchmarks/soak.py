@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from _harness import emit, percentiles, redis_server, settings_for, temp_root, worker_process
+from _timeline import Timeline
 
 from orchmem.worker.app import create_app
 from orchmem.worker.client import MemoryClient
@@ -59,6 +60,9 @@ def main() -> None:
     parser.add_argument("--batch-max", type=int, default=64,
                         help="worker.batch_max of the shard workers (1 = batching off)")
     parser.add_argument("--root", help="keep the data here (default: a temp folder)")
+    parser.add_argument("--timeline", action="store_true",
+                        help="capture Celery's task events: per task name, the time from "
+                             "sent to received, received to started, started to done")
     args = parser.parse_args()
     with temp_root(args.root) as root, redis_server(root / "redis") as url:
         settings = settings_for(root, url, shards=2, memory={"ingest": {"min_file_age_s": 0}},
@@ -74,6 +78,9 @@ def main() -> None:
                 MemoryClient(f"soak-{index}", settings, app=app).bulletin(timeout=120)
             pids = worker_pids()
             rss_start = rss_mb(pids)
+            timeline = Timeline(app) if args.timeline else None
+            if timeline is not None:
+                timeline.start()
             deadline = time.monotonic() + args.minutes * 60
             rss_samples = []
 
@@ -134,6 +141,9 @@ def main() -> None:
                 thread.join()
             elapsed = time.monotonic() - started_all
             rss_end = rss_mb(pids)
+            if timeline is not None:
+                time.sleep(1)  # the last events
+                timeline.stop()
         missing = duplicated = stored_total = 0
         for orch, facts in expected.items():
             path = settings.runtime_root(orch) / "memory" / "memory.db"
@@ -151,7 +161,8 @@ def main() -> None:
                                 "max": max(rss_samples or [rss_end])},
               "check": {"expected": sum(len(v) for v in expected.values()),
                         "stored": stored_total, "missing": missing,
-                        "duplicated": duplicated, "publish_errors": len(errors)}})
+                        "duplicated": duplicated, "publish_errors": len(errors)},
+              **({"timeline": timeline.summary()} if timeline is not None else {})})
 
 
 if __name__ == "__main__":
