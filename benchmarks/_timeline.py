@@ -5,9 +5,7 @@ Every event carries the sending process's ``time.time()``: ``task-sent`` from th
 publisher, ``task-received`` when the worker's consumer took the message (before the
 batching gate), ``task-started`` when the pool began the job holding it, and
 ``task-succeeded`` / ``task-failed`` once its result was stored and its message
-acknowledged. One machine, one clock. ``jobs_before`` counts the pool jobs that
-started on the same worker between a task's receipt and its own start: what it
-waited behind.
+acknowledged. One machine, one clock.
 """
 
 from __future__ import annotations
@@ -63,30 +61,22 @@ class Timeline:
             entry["name"] = event.get("name")
         if kind == "task-received":
             entry["name"] = entry.get("name") or event.get("name")
-            entry["worker"] = event.get("hostname")
 
     def summary(self) -> dict[str, Any]:
-        """Per task name: stage durations (ms, percentiles) and ``jobs_before``."""
+        """Per task name: stage durations (ms, percentiles)."""
         complete = [t for t in self.tasks.values() if all(s in t for s in STAGES)]
-        starts: dict[str, list[float]] = defaultdict(list)
-        for task in complete:
-            starts[task["worker"]].append(task["task-started"])
-        jobs = {worker: sorted(set(times)) for worker, times in starts.items()}
         by_name: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for task in complete:
             by_name[str(task["name"]).rsplit(".", 1)[-1]].append(task)
-        return {name: _stages(tasks, jobs) for name, tasks in by_name.items()}
+        return {name: _stages(tasks) for name, tasks in by_name.items()}
 
 
-def _stages(tasks: list[dict[str, Any]], jobs: dict[str, list[float]]) -> dict[str, Any]:
+def _stages(tasks: list[dict[str, Any]]) -> dict[str, Any]:
     def ms(a: str, b: str) -> list[float]:
         return [(t[b] - t[a]) * 1000 for t in tasks]
 
-    before = [sum(1 for s in jobs[t["worker"]] if t["task-received"] < s < t["task-started"])
-              for t in tasks]
     return {"count": len(tasks),
             "sent_to_received_ms": percentiles(ms("task-sent", "task-received")),
             "received_to_started_ms": percentiles(ms("task-received", "task-started")),
             "started_to_done_ms": percentiles(ms("task-started", "task-succeeded")),
-            "sent_to_done_ms": percentiles(ms("task-sent", "task-succeeded")),
-            "jobs_before": percentiles(before)}
+            "sent_to_done_ms": percentiles(ms("task-sent", "task-succeeded"))}

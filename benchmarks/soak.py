@@ -1,6 +1,8 @@
 """Soak: minutes of mixed load on 10 orchestrators, then a count of what was stored.
 
-Starts a private Redis (AOF on) and one worker per shard (2), then runs for
+Starts a private Redis (AOF on) and one worker per shard (2, as ``orchmem up`` runs
+them; ``--workers 1``: one worker consuming both shards, as this benchmark ran until
+issue 22's fourth part), then runs for
 ``--minutes``: orchestrator threads that each, per "message", write a transcript back,
 get the bulletin, recall, and now and then write a workflow output or drop an ingest
 file. Prints JSON: operations and their latency percentiles, worker RSS at the start
@@ -16,6 +18,7 @@ import random
 import sqlite3
 import threading
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 from _harness import emit, percentiles, redis_server, settings_for, temp_root, worker_process
@@ -59,6 +62,9 @@ def main() -> None:
     parser.add_argument("--orchestrators", type=int, default=10)
     parser.add_argument("--batch-max", type=int, default=64,
                         help="worker.batch_max of the shard workers (1 = batching off)")
+    parser.add_argument("--workers", type=int, choices=(1, 2), default=2,
+                        help="2: one worker per shard (as `orchmem up`); 1: one worker for "
+                             "both shards")
     parser.add_argument("--root", help="keep the data here (default: a temp folder)")
     parser.add_argument("--timeline", action="store_true",
                         help="capture Celery's task events: per task name, the time from "
@@ -73,7 +79,9 @@ def main() -> None:
         expected: dict[str, set[str]] = {}
         errors: list[str] = []
         lock = threading.Lock()
-        with worker_process(settings):
+        with ExitStack() as workers:
+            for shards in ([[0], [1]] if args.workers == 2 else [None]):
+                workers.enter_context(worker_process(settings, shards))
             for index in range(args.orchestrators):  # warm-up: models loaded, files made
                 MemoryClient(f"soak-{index}", settings, app=app).bulletin(timeout=120)
             pids = worker_pids()
@@ -155,6 +163,7 @@ def main() -> None:
         ops = {name: {"count": len(v), "per_s": round(len(v) / elapsed, 1), **percentiles(v)}
                for name, v in latencies.items()}
         emit({"benchmark": "soak", "minutes": args.minutes, "batch_max": args.batch_max,
+              "workers": args.workers,
               "orchestrators": args.orchestrators, "seconds": round(elapsed, 1),
               "operations_ms": ops,
               "worker_rss_mb": {"start": rss_start, "end": rss_end,
