@@ -7,12 +7,13 @@ one job at a time:
 
 - deliveries from a control queue first (a backlog of write-backs never delays a
   control task by more than the job running now);
-- otherwise the oldest delivery, and with it every waiting delivery of the same
-  ``batchable`` task that no delivery of its own orchestrator waits before (at most
-  ``batch_max``; :func:`pick`: order is kept per orchestrator, so another
-  orchestrator's bulletin between two write-backs does not split them): one pool job
-  (:func:`run_batch` -> :func:`orchmem.tasks.batch.apply_batch`) that stores each
-  task's own result, then the gate acknowledges each message, after the commit;
+- otherwise the oldest delivery, and with it, when it is a ``batchable`` write or a
+  ``read_only`` task (a bulletin), every waiting delivery of the same batchable task
+  and every read-only one that can join without changing any orchestrator's order
+  (at most ``batch_max``; :func:`pick`): one pool job (:func:`run_batch`) that applies
+  the writes as one batch (:func:`orchmem.tasks.batch.apply_batch`), then runs the
+  reads one by one after its commit, stores each task's own result, then the gate
+  acknowledges each message, after the commit;
 - any other task alone, through Celery's own request (results, events, acks as
   always).
 
