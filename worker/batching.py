@@ -11,9 +11,9 @@ one job at a time:
   ``read_only`` task (a bulletin), every waiting delivery of the same batchable task
   and every read-only one that can join without changing any orchestrator's order
   (at most ``batch_max``; :func:`pick`): one pool job (:func:`run_batch`) that applies
-  the writes as one batch (:func:`orchmem.tasks.batch.apply_batch`), then runs the
-  reads one by one after its commit, stores each task's own result, then the gate
-  acknowledges each message, after the commit;
+  the writes as one batch (:func:`orchmem.tasks.batch.apply_batch`) and stores their
+  results, then runs the reads one by one after its commit, storing each one's result
+  when it is built; then the gate acknowledges each message, after the commit;
 - any other task alone, through Celery's own request (results, events, acks as
   always).
 
@@ -367,21 +367,23 @@ def _sent_at(request: Request) -> int:
 
 def run_batch(names: list[str], items: list[Waiting]) -> list[str]:
     """In the pool child: apply the job's writes (``names[i]`` is the task of
-    ``items[i]``; the batchable ones are one task's) as one batch, then run its reads
-    one by one, each as its own task; store each task's own result (in two round trips,
-    :mod:`.batch_results`); return the states in job order (the parent acknowledges the
-    messages)."""
+    ``items[i]``; the batchable ones are one task's) as one batch and store their
+    results (in two round trips, :mod:`.batch_results`), then run its reads one by one,
+    each as its own task, storing each one's result as soon as it is built (its caller
+    waits for it: a bulletin); return the states in job order (the parent acknowledges
+    the messages)."""
     assert _APP is not None, "batching.install() runs before the pool starts"
     tasks = [_APP.tasks[name] for name in names]
     writes = [i for i, task in enumerate(tasks) if getattr(task, "batchable", False)]
     outcomes: list[Outcome | None] = [None] * len(items)
     if writes:
         done = apply_batch(tasks[writes[0]], [items[i] for i in writes])
+        store_results(_APP.backend, [items[i] for i in writes], done)
         for position, outcome in zip(writes, done, strict=True):
             outcomes[position] = outcome
     for position, task in enumerate(tasks):
         if outcomes[position] is None:
-            outcomes[position] = run_one(task, items[position])
-    final = [outcome for outcome in outcomes if outcome is not None]
-    store_results(_APP.backend, items, final)
-    return [outcome.state for outcome in final]
+            outcome = run_one(task, items[position])
+            store_results(_APP.backend, [items[position]], [outcome])
+            outcomes[position] = outcome
+    return [outcome.state for outcome in outcomes if outcome is not None]
