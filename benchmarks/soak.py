@@ -14,6 +14,7 @@ and the end, and the final check: every accepted write stored exactly once.
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import sqlite3
 import threading
@@ -43,7 +44,26 @@ def rss_mb(pids: list[int]) -> float:
     return round(total / 1024, 1)
 
 
-def worker_pids() -> list[int]:
+def worker_pids(config: Path) -> list[int]:
+    """This run's worker processes (parents and pool children: the ones started with
+    ``ORCHMEM_CONFIG=config``), not another run's on the same machine."""
+    marker = f"ORCHMEM_CONFIG={config}".encode()
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
+                if b"orchmem.worker worker" not in cmdline:
+                    continue
+                if marker in (entry / "environ").read_bytes().split(b"\0"):
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+    return pids
+
+
+def redis_pids(url: str) -> list[int]:
+    port = url.rsplit(":", 1)[1].split("/")[0]
     pids = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -51,9 +71,27 @@ def worker_pids() -> list[int]:
                 cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
             except OSError:
                 continue
-            if b"orchmem.worker worker" in cmdline:
+            if b"redis-server" in cmdline and f":{port}".encode() in cmdline:
                 pids.append(int(entry.name))
     return pids
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU time of ``pids`` so far (``/proc/<pid>/stat``)."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_now(workers: list[int], redis: list[int]) -> dict[str, float]:
+    own = os.times()
+    return {"workers": cpu_seconds(workers), "redis": cpu_seconds(redis),
+            "benchmark": own.user + own.system}
 
 
 def main() -> None:
@@ -84,8 +122,10 @@ def main() -> None:
                 workers.enter_context(worker_process(settings, shards))
             for index in range(args.orchestrators):  # warm-up: models loaded, files made
                 MemoryClient(f"soak-{index}", settings, app=app).bulletin(timeout=120)
-            pids = worker_pids()
+            pids = worker_pids(root / "bench.toml")
+            servers = redis_pids(url)
             rss_start = rss_mb(pids)
+            cpu_start = cpu_now(pids, servers)
             timeline = Timeline(app) if args.timeline else None
             if timeline is not None:
                 timeline.start()
@@ -149,6 +189,7 @@ def main() -> None:
                 thread.join()
             elapsed = time.monotonic() - started_all
             rss_end = rss_mb(pids)
+            cpu_end = cpu_now(pids, servers)
             if timeline is not None:
                 time.sleep(1)  # the last events
                 timeline.stop()
@@ -166,6 +207,12 @@ def main() -> None:
               "workers": args.workers,
               "orchestrators": args.orchestrators, "seconds": round(elapsed, 1),
               "operations_ms": ops,
+              # CPU per message (write-back, bulletin, recall) of each part, in ms: the
+              # soak is a closed loop (each orchestrator waits for its bulletin), so
+              # its pace, and the bulletin's latency, follow the CPU a message costs.
+              "cpu_ms_per_message": {
+                  part: round((cpu_end[part] - cpu_start[part]) * 1000 /
+                              max(1, len(latencies["bulletin"])), 2) for part in cpu_end},
               "worker_rss_mb": {"start": rss_start, "end": rss_end,
                                 "max": max(rss_samples or [rss_end])},
               "check": {"expected": sum(len(v) for v in expected.values()),
