@@ -1,6 +1,8 @@
 """Soak: minutes of mixed load on 10 orchestrators, then a count of what was stored.
 
-Starts a private Redis (AOF on) and one worker per shard (2), then runs for
+Starts a private Redis (AOF on) and one worker per shard (2, as ``orchmem up`` runs
+them; ``--workers 1``: one worker consuming both shards, as this benchmark ran until
+issue 22's fourth part), then runs for
 ``--minutes``: orchestrator threads that each, per "message", write a transcript back,
 get the bulletin, recall, and now and then write a workflow output or drop an ingest
 file. Prints JSON: operations and their latency percentiles, worker RSS at the start
@@ -12,13 +14,16 @@ and the end, and the final check: every accepted write stored exactly once.
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import sqlite3
 import threading
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 from _harness import emit, percentiles, redis_server, settings_for, temp_root, worker_process
+from _timeline import Timeline
 
 from orchmem.worker.app import create_app
 from orchmem.worker.client import MemoryClient
@@ -39,7 +44,26 @@ def rss_mb(pids: list[int]) -> float:
     return round(total / 1024, 1)
 
 
-def worker_pids() -> list[int]:
+def worker_pids(config: Path) -> list[int]:
+    """This run's worker processes (parents and pool children: the ones started with
+    ``ORCHMEM_CONFIG=config``), not another run's on the same machine."""
+    marker = f"ORCHMEM_CONFIG={config}".encode()
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
+                if b"orchmem.worker worker" not in cmdline:
+                    continue
+                if marker in (entry / "environ").read_bytes().split(b"\0"):
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+    return pids
+
+
+def redis_pids(url: str) -> list[int]:
+    port = url.rsplit(":", 1)[1].split("/")[0]
     pids = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -47,9 +71,27 @@ def worker_pids() -> list[int]:
                 cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
             except OSError:
                 continue
-            if b"orchmem.worker worker" in cmdline:
+            if b"redis-server" in cmdline and f":{port}".encode() in cmdline:
                 pids.append(int(entry.name))
     return pids
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU time of ``pids`` so far (``/proc/<pid>/stat``)."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_now(workers: list[int], redis: list[int]) -> dict[str, float]:
+    own = os.times()
+    return {"workers": cpu_seconds(workers), "redis": cpu_seconds(redis),
+            "benchmark": own.user + own.system}
 
 
 def main() -> None:
@@ -58,7 +100,13 @@ def main() -> None:
     parser.add_argument("--orchestrators", type=int, default=10)
     parser.add_argument("--batch-max", type=int, default=64,
                         help="worker.batch_max of the shard workers (1 = batching off)")
+    parser.add_argument("--workers", type=int, choices=(1, 2), default=2,
+                        help="2: one worker per shard (as `orchmem up`); 1: one worker for "
+                             "both shards")
     parser.add_argument("--root", help="keep the data here (default: a temp folder)")
+    parser.add_argument("--timeline", action="store_true",
+                        help="capture Celery's task events: per task name, the time from "
+                             "sent to received, received to started, started to done")
     args = parser.parse_args()
     with temp_root(args.root) as root, redis_server(root / "redis") as url:
         settings = settings_for(root, url, shards=2, memory={"ingest": {"min_file_age_s": 0}},
@@ -69,11 +117,18 @@ def main() -> None:
         expected: dict[str, set[str]] = {}
         errors: list[str] = []
         lock = threading.Lock()
-        with worker_process(settings):
+        with ExitStack() as workers:
+            for shards in ([[0], [1]] if args.workers == 2 else [None]):
+                workers.enter_context(worker_process(settings, shards))
             for index in range(args.orchestrators):  # warm-up: models loaded, files made
                 MemoryClient(f"soak-{index}", settings, app=app).bulletin(timeout=120)
-            pids = worker_pids()
+            pids = worker_pids(root / "bench.toml")
+            servers = redis_pids(url)
             rss_start = rss_mb(pids)
+            cpu_start = cpu_now(pids, servers)
+            timeline = Timeline(app) if args.timeline else None
+            if timeline is not None:
+                timeline.start()
             deadline = time.monotonic() + args.minutes * 60
             rss_samples = []
 
@@ -134,6 +189,10 @@ def main() -> None:
                 thread.join()
             elapsed = time.monotonic() - started_all
             rss_end = rss_mb(pids)
+            cpu_end = cpu_now(pids, servers)
+            if timeline is not None:
+                time.sleep(1)  # the last events
+                timeline.stop()
         missing = duplicated = stored_total = 0
         for orch, facts in expected.items():
             path = settings.runtime_root(orch) / "memory" / "memory.db"
@@ -145,13 +204,21 @@ def main() -> None:
         ops = {name: {"count": len(v), "per_s": round(len(v) / elapsed, 1), **percentiles(v)}
                for name, v in latencies.items()}
         emit({"benchmark": "soak", "minutes": args.minutes, "batch_max": args.batch_max,
+              "workers": args.workers,
               "orchestrators": args.orchestrators, "seconds": round(elapsed, 1),
               "operations_ms": ops,
+              # CPU per message (write-back, bulletin, recall) of each part, in ms: the
+              # soak is a closed loop (each orchestrator waits for its bulletin), so
+              # its pace, and the bulletin's latency, follow the CPU a message costs.
+              "cpu_ms_per_message": {
+                  part: round((cpu_end[part] - cpu_start[part]) * 1000 /
+                              max(1, len(latencies["bulletin"])), 2) for part in cpu_end},
               "worker_rss_mb": {"start": rss_start, "end": rss_end,
                                 "max": max(rss_samples or [rss_end])},
               "check": {"expected": sum(len(v) for v in expected.values()),
                         "stored": stored_total, "missing": missing,
-                        "duplicated": duplicated, "publish_errors": len(errors)}})
+                        "duplicated": duplicated, "publish_errors": len(errors)},
+              **({"timeline": timeline.summary()} if timeline is not None else {})})
 
 
 if __name__ == "__main__":

@@ -9,6 +9,8 @@ A task declares, as options of its decorator
 - ``storage_retries``: how often a transient storage error is retried;
 - ``batchable``: a record-writing task whose waiting deliveries a shard worker may
   apply together, in one transaction with all their receipts (:mod:`.batch`);
+- ``read_only``: a task that only reads the orchestrator's memory (the bulletin),
+  whose waiting deliveries a shard worker may run in one job with a batch;
 - ``texts_ahead``: for a batchable task, ``(task, odb, payload) -> texts``, the texts
   its body will embed, so a batch embeds them all in one model call ahead (default:
   ``memories[].content``).
@@ -61,6 +63,10 @@ class MemoryTask(Task):
     #: Deliveries waiting together may be applied as one batch (:mod:`.batch`): the
     #: body must be a tracked write whose effects are all in the orchestrator's file.
     batchable = False
+    #: Reads the orchestrator's file and writes nothing in it (its own snapshot files
+    #: at most): a shard worker may run the waiting ones in one pool job, after the
+    #: commit of the writes waiting before them (:mod:`orchmem.worker.batching`).
+    read_only = False
 
     def texts_ahead(self, odb: OrchestratorDB, payload: Any) -> list[str]:
         """The texts a delivery of ``payload`` will embed, for its batch's one model

@@ -32,7 +32,8 @@ def write_bulletin(odb: OrchestratorDB) -> dict[str, Any]:
     return {**data, "text": text}
 
 
-@shared_task(base=MemoryTask, bind=True, name=BULLETIN, kind="bulletin", tracked=False)
+@shared_task(base=MemoryTask, bind=True, name=BULLETIN, kind="bulletin", tracked=False,
+             read_only=True)
 def bulletin(self: MemoryTask, orchestrator_id: str, payload: dict[str, Any]) -> dict[str, Any]:
     """Build the bulletin, write ``bulletins/latest.json`` and ``latest.md`` atomically.
 

@@ -7,12 +7,13 @@ one job at a time:
 
 - deliveries from a control queue first (a backlog of write-backs never delays a
   control task by more than the job running now);
-- otherwise the oldest delivery, and with it every waiting delivery of the same
-  ``batchable`` task that no delivery of its own orchestrator waits before (at most
-  ``batch_max``; :func:`pick`: order is kept per orchestrator, so another
-  orchestrator's bulletin between two write-backs does not split them): one pool job
-  (:func:`run_batch` -> :func:`orchmem.tasks.batch.apply_batch`) that stores each
-  task's own result, then the gate acknowledges each message, after the commit;
+- otherwise the oldest delivery, and with it, when it is a ``batchable`` write or a
+  ``read_only`` task (a bulletin), every waiting delivery of the same batchable task
+  and every read-only one that can join without changing any orchestrator's order
+  (at most ``batch_max``; :func:`pick`): one pool job (:func:`run_batch`) that applies
+  the writes as one batch (:func:`orchmem.tasks.batch.apply_batch`) and stores their
+  results, then runs the reads one by one after its commit, storing each one's result
+  when it is built; then the gate acknowledges each message, after the commit;
 - any other task alone, through Celery's own request (results, events, acks as
   always).
 
@@ -49,7 +50,7 @@ from celery.worker.request import Request
 from celery.worker.state import task_ready
 
 from orchmem.config import Settings
-from orchmem.tasks.batch import RETRY, SUCCESS, Waiting, apply_batch
+from orchmem.tasks.batch import RETRY, SUCCESS, Outcome, Waiting, apply_batch, run_one
 
 from .app import OrchmemCelery
 from .batch_results import store_results
@@ -188,7 +189,7 @@ class Gate:
             self._hold_until = 0.0
             self._restore_publish_order()
         taken = pick([(r.name, _orchestrator_of(r)) for r in self.data], self.batch_max,
-                     lambda name: bool(getattr(self.tasks.get(name), "batchable", False)))
+                     self._batchable, reads=self._read_only)
         job = [self.data[i] for i in taken]
         for i in reversed(taken):
             del self.data[i]
@@ -202,9 +203,15 @@ class Gate:
         head.sort(key=_sent_at)
         self.data.extendleft(reversed(head))
 
+    def _batchable(self, name: str) -> bool:
+        return bool(getattr(self.tasks.get(name), "batchable", False))
+
+    def _read_only(self, name: str) -> bool:
+        return bool(getattr(self.tasks.get(name), "read_only", False))
+
     def _start(self, job: list[Request]) -> None:
         self.running = job
-        if len(job) == 1 and not getattr(self.tasks.get(job[0].name), "batchable", False):
+        if len(job) == 1 and not self._batchable(job[0].name):
             self._start_single(job[0])
         else:
             self._start_batch(job)
@@ -249,6 +256,13 @@ class Gate:
             self._finished(job)
 
     def _start_batch(self, job: list[Request]) -> None:
+        # As Celery's own path does before a task runs: an expired (a bulletin nobody
+        # waits for any more) or revoked delivery is acknowledged, stored as REVOKED
+        # and left out.
+        job[:] = [r for r in job if not r.revoked()]
+        if not job:
+            self._finished(job)
+            return
         items = [Waiting(id=r.id, kwargs=dict(r._payload[1]), request=dict(r.request_dict))
                  for r in job]
         limit = max((r.time_limits[0] or r.task.time_limit or 0) for r in job) or None
@@ -273,37 +287,57 @@ class Gate:
                 request.on_failure(exc_info)
             self._finished(job)
 
-        self.pool.apply_async(run_batch, args=(job[0].name, items), accept_callback=accepted,
-                              callback=done, error_callback=failed, timeout=limit)
+        self.pool.apply_async(run_batch, args=([r.name for r in job], items),
+                              accept_callback=accepted, callback=done, error_callback=failed,
+                              timeout=limit)
 
 
 def pick(waiting: Sequence[tuple[str, str | None]], batch_max: int,
-         batchable: Callable[[str], bool]) -> list[int]:
+         batchable: Callable[[str], bool],
+         reads: Callable[[str], bool] = lambda _: False) -> list[int]:
     """Positions of the next job among ``waiting`` ``(task name, orchestratorId)`` pairs,
-    in arrival order: the oldest, and when its task is batchable every later delivery
-    of the same task (at most ``batch_max``) that no delivery of its own orchestrator
-    still waits before.
+    in arrival order: the oldest, and when it is a batchable write or a read-only task
+    (``reads``), every later delivery (at most ``batch_max`` in all) that may run in the
+    same job without changing the order of any orchestrator's deliveries:
+
+    - a write of the job's one batchable task (the oldest's, or the first taken), when
+      no delivery of its orchestrator that the job does not hold waits before it, and no
+      read of its orchestrator was taken before it (a job runs its writes, committed
+      together, then its reads: the read would see a write published after it);
+    - a read-only task (a bulletin), when no delivery of its orchestrator that the job
+      does not hold waits before it: it sees every earlier write of its orchestrator
+      (committed by an earlier job, or by this one before it runs).
 
     Order matters per orchestrator (a bulletin must see the write-backs published
-    before it, and none after); across orchestrators it does not. So a bulletin of
-    orchestrator B waiting between write-backs of A and C no longer splits them into
-    two jobs: A's and C's go together, B's later ones wait behind B's bulletin.
+    before it, and none after); across orchestrators it does not. So orchestrator B's
+    bulletin waiting between write-backs of A and C neither splits them into two jobs nor
+    waits for a job of its own: the bulletins of a shard's orchestrators run together,
+    right after the commit of the write-backs before them.
     A delivery whose orchestrator is unknown is a barrier (nothing after it joins).
     """
     if not waiting:
         return []
-    name, _ = waiting[0]
+    name, first = waiting[0]
     taken = [0]
-    if not batchable(name):
+    if not batchable(name) and not reads(name):
         return taken
-    held: set[str | None] = set()
+    writes = name if batchable(name) else None
+    held: set[str | None] = set()  # nothing more of these joins
+    read: set[str | None] = set() if writes else {first}  # no more writes of these
     for position in range(1, len(waiting)):
         if len(taken) >= batch_max:
             break
         other, orchestrator = waiting[position]
         if orchestrator is None:
             break
-        if other == name and orchestrator not in held:
+        if orchestrator in held:
+            continue
+        if reads(other):
+            taken.append(position)
+            read.add(orchestrator)
+        elif batchable(other) and (writes is None or other == writes) and \
+                orchestrator not in read:
+            writes = other
             taken.append(position)
         else:
             held.add(orchestrator)
@@ -331,12 +365,25 @@ def _sent_at(request: Request) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-def run_batch(task_name: str, items: list[Waiting]) -> list[str]:
-    """In the pool child: apply the batch, store each task's own result (in two round
-    trips, :mod:`.batch_results`), return the states (the parent acknowledges the
-    messages)."""
+def run_batch(names: list[str], items: list[Waiting]) -> list[str]:
+    """In the pool child: apply the job's writes (``names[i]`` is the task of
+    ``items[i]``; the batchable ones are one task's) as one batch and store their
+    results (in two round trips, :mod:`.batch_results`), then run its reads one by one,
+    each as its own task, storing each one's result as soon as it is built (its caller
+    waits for it: a bulletin); return the states in job order (the parent acknowledges
+    the messages)."""
     assert _APP is not None, "batching.install() runs before the pool starts"
-    task = _APP.tasks[task_name]
-    outcomes = apply_batch(task, items)
-    store_results(task.backend, items, outcomes)
-    return [outcome.state for outcome in outcomes]
+    tasks = [_APP.tasks[name] for name in names]
+    writes = [i for i, task in enumerate(tasks) if getattr(task, "batchable", False)]
+    outcomes: list[Outcome | None] = [None] * len(items)
+    if writes:
+        done = apply_batch(tasks[writes[0]], [items[i] for i in writes])
+        store_results(_APP.backend, [items[i] for i in writes], done)
+        for position, outcome in zip(writes, done, strict=True):
+            outcomes[position] = outcome
+    for position, task in enumerate(tasks):
+        if outcomes[position] is None:
+            outcome = run_one(task, items[position])
+            store_results(_APP.backend, [items[position]], [outcome])
+            outcomes[position] = outcome
+    return [outcome.state for outcome in outcomes if outcome is not None]

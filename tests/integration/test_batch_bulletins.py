@@ -1,0 +1,69 @@
+"""Bulletins waiting in a shard worker's gate run together, after the commit of the
+write-backs before them (``worker.batching``), and each still reflects exactly its own
+orchestrator's writes published before it.
+
+A backlog is queued before the worker starts: for several orchestrators, rounds of
+(write-back, bulletin). Run one pool job per bulletin (as before), the worker would
+need at least one job per bulletin; grouped, a round of every orchestrator is one job.
+The number of jobs is the pool's own count (``inspect().stats()``, ``pool.writes``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orchmem_testing import WorkerProcess, distinct_texts
+
+from orchmem.tasks.bulletin import BULLETIN
+from orchmem.tasks.publish import envelope, send_envelope
+from orchmem.tasks.writeback import WRITEBACK
+from orchmem.worker.app import OrchmemCelery, create_app
+from orchmem.worker.publish import publish
+
+MANUAL = {"sourceType": "manual", "capturedBy": "user"}
+ORCHESTRATORS = [f"grouped-{n}" for n in range(6)]
+ROUNDS = 4
+
+
+def _cited(bulletin: dict[str, Any]) -> set[str]:
+    return {memory_id for lines in bulletin["sections"].values() for line in lines
+            for memory_id in line["memoryIds"]}
+
+
+def _pool_jobs(app: OrchmemCelery, worker: WorkerProcess) -> int:
+    stats = app.control.inspect(timeout=5).stats() or {}
+    for name, reply in stats.items():
+        if name.startswith(worker.hostname_prefix):
+            return int(reply["pool"]["writes"]["total"])
+    raise AssertionError(f"no stats from the worker: {stats}")
+
+
+def test_waiting_bulletins_run_in_the_job_of_the_writes_before_them(isolated: Any) -> None:
+    settings = isolated(shards=1)
+    app = create_app(settings)
+    texts = iter(distinct_texts(len(ORCHESTRATORS) * ROUNDS, seed=22))
+    writes, bulletins = {}, {}
+    for round_ in range(ROUNDS):
+        for orch in ORCHESTRATORS:
+            writes[orch, round_] = publish(app, WRITEBACK, orch, "wb", {"memories": [
+                {"type": "Goal", "content": f"Ship {next(texts)}", "source": MANUAL}]})[1]
+            bulletins[orch, round_] = send_envelope(app, envelope(
+                orch, BULLETIN, "bulletin", {"idempotencyKey": f"b-{orch}-{round_}"}),
+                expires_s=600)
+    worker = WorkerProcess(settings).start(app)
+    try:
+        written = {at: result.get(timeout=300)["memoryIds"] for at, result in writes.items()}
+        built = {at: result.get(timeout=300) for at, result in bulletins.items()}
+        jobs = _pool_jobs(app, worker)
+    finally:
+        worker.stop()
+    for (orch, round_), bulletin in built.items():
+        assert bulletin["ok"], bulletin
+        before = {i for r in range(round_ + 1) for i in written[orch, r]}
+        after = {i for r in range(round_ + 1, ROUNDS) for i in written[orch, r]}
+        # Every write published before the bulletin, none published after it.
+        assert before <= _cited(bulletin), (orch, round_)
+        assert not after & _cited(bulletin), (orch, round_)
+    # One job per bulletin would be 24 jobs for the bulletins alone (and more for the
+    # write-backs and the start's control tasks).
+    assert jobs < len(bulletins), f"{jobs} pool jobs for {len(bulletins)} bulletins"
