@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import wait
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from orchmem.config import EmbeddingError, MemoryValidationError, ScopeViolation
@@ -25,10 +27,11 @@ from orchmem.config.memory_settings import RetrievalSettings
 
 from . import textquery
 from .contradictions import contradicted
-from .embedding import get_embedder
+from .embedding import get_embedder, loaded_embedder
 from .episodes import similar_episodes
 from .intent import favoured_types
 from .memlog import MemoryLog
+from .overlap import Overlap
 from .query_vectors import query_vectors
 from .ranking import Features, Ranked, fuse
 from .recall_time import (
@@ -225,7 +228,7 @@ def recall(
                      within=memory_ids, view=view, statuses=asked.statuses(include_inactive),
                      asked=asked)
     warnings: list[str] = []
-    answer = _snapshot_answer(odb, search, clock, warnings, episodes)
+    answer = _snapshot_answer(odb, search, clock, warnings, episodes, databases.overlap)
     audit_restricted_read(odb, view, answer, requester or orchestrator_id, purpose, text)
     return trusted(
         RecallBundle, orchestrator_id=orchestrator_id, query=text, mode=mode, warnings=warnings,
@@ -241,22 +244,56 @@ def _limit(top_n: int | None, params: RetrievalSettings) -> int:
 
 
 def _snapshot_answer(odb: OrchestratorDB, search: _Search, clock: datetime,
-                     warnings: list[str], episodes: bool) -> dict[str, Any]:
-    """The query embedded first (no read transaction waits on the model), then one read
-    snapshot for the answer, the similar episodes and the watermark.
-
-    Embedding on another thread while the full-text search runs was measured and not
-    kept: ONNX Runtime already runs on both cores of this machine, and a model run on
-    another thread than the last one costs more than the overlap saved (README
-    "Query embedding and recall")."""
+                     warnings: list[str], episodes: bool, overlap: Overlap) -> dict[str, Any]:
+    """One read snapshot for the answer, the similar episodes and the watermark. The
+    query is embedded on this thread; the full-text side runs meanwhile on a free helper
+    (:func:`_overlaps`), on this connection in the snapshot (models/overlap.py), or
+    else after it, the query embedded first (no snapshot waits on the model)."""
+    if _overlaps(odb, search):
+        with overlap.helper() as helper:
+            if helper is not None:
+                with odb.snapshot():
+                    side = helper.run(odb.borrowing(partial(_text_side, odb, search)))
+                    try:
+                        encoded = _embed(odb, search.text, warnings)
+                    finally:
+                        wait([side])  # the connection is the helper's until it returns
+                    return _finish(odb, search, side.result(), encoded, clock, warnings,
+                                   episodes)
     encoded = _embed(odb, search.text, warnings) if search.mode in ("hybrid", "vector") else None
     with odb.snapshot():
-        answer = _answer(odb, search, encoded, clock, warnings)
-        answer["episodes"] = similar_episodes(odb, search.text, view=search.view) \
-            if episodes else []
-        answer["watermark"], lagging = recall_watermark(odb, odb.memory.log.max_projection_lag)
+        return _finish(odb, search, _text_side(odb, search), encoded, clock, warnings,
+                       episodes)
+
+
+def _overlaps(odb: OrchestratorDB, search: _Search) -> bool:
+    """Whether the full-text side runs beside the embedding: hybrid, the setting on, the
+    model loaded (a first load takes seconds, too long for an open snapshot), the vector
+    not cached (no model run to hide the search behind)."""
+    if search.mode != "hybrid" or not search.params.overlap:
+        return False
+    settings = odb.settings.embedding
+    embedder = loaded_embedder(settings)
+    return embedder is not None and not query_vectors(settings.query_cache_size).cached(
+        embedder, search.text[:MAX_EMBED_CHARS])
+
+
+def _finish(odb: OrchestratorDB, search: _Search, text_hits: list[fts.TextHit],
+            encoded: Encoded | None, clock: datetime, warnings: list[str],
+            episodes: bool) -> dict[str, Any]:
+    answer = _answer(odb, search, text_hits, encoded, clock, warnings)
+    answer["episodes"] = similar_episodes(odb, search.text, view=search.view) if episodes else []
+    answer["watermark"], lagging = recall_watermark(odb, odb.memory.log.max_projection_lag)
     warnings += lagging
     return answer
+
+
+def _text_side(odb: OrchestratorDB, search: _Search) -> list[fts.TextHit]:
+    """The full-text hits: what the answer reads without the query vector (possibly on a
+    helper thread, :meth:`OrchestratorDB.borrowing`: raw statements only)."""
+    return fts.search(odb, search.text, limit=search.params.top_k_text,
+                      statuses=search.statuses, types=search.types, within=search.within,
+                      view=search.view) if search.mode in ("hybrid", "text") else []
 
 
 def _check_request(databases: Databases, orchestrator_id: str, query: object,
@@ -322,13 +359,9 @@ def _embed(odb: OrchestratorDB, text: str, warnings: list[str]) -> Encoded | Non
         return None
 
 
-def _answer(odb: OrchestratorDB, search: _Search, encoded: Encoded | None,
-            now: datetime, warnings: list[str]) -> dict[str, Any]:
+def _answer(odb: OrchestratorDB, search: _Search, text_hits: list[fts.TextHit],
+            encoded: Encoded | None, now: datetime, warnings: list[str]) -> dict[str, Any]:
     """Search, rank and assemble; the caller holds one read snapshot around all of it."""
-    text_hits = (fts.search(odb, search.text, limit=search.params.top_k_text,
-                            statuses=search.statuses, types=search.types, within=search.within,
-                            view=search.view)
-                 if search.mode in ("hybrid", "text") else [])
     text_ids = [h.memory_id for h in text_hits]
     vector_hits: list[vectors.VectorHit] = []
     vector_available = encoded is not None
