@@ -188,7 +188,7 @@ def _snapshot_answer(odb: OrchestratorDB, search: _Search, clock: datetime,
         with overlap.helper() as helper:
             if helper is not None:
                 with odb.snapshot():
-                    side = helper.run(odb.borrowing(partial(_text_side, odb, search)))
+                    side = helper.run(odb.borrowing(partial(_text_side, odb, search, True)))
                     try:
                         encoded = _embed(odb, search.text, warnings)
                     finally:
@@ -197,7 +197,7 @@ def _snapshot_answer(odb: OrchestratorDB, search: _Search, clock: datetime,
                                    episodes)
     encoded = _embed(odb, search.text, warnings) if search.mode in ("hybrid", "vector") else None
     with odb.snapshot():
-        return _finish(odb, search, _text_side(odb, search), encoded, clock, warnings,
+        return _finish(odb, search, _text_side(odb, search, False), encoded, clock, warnings,
                        episodes)
 
 
@@ -233,15 +233,16 @@ class _TextSide:
     lagging: list[str]
 
 
-def _text_side(odb: OrchestratorDB, search: _Search) -> _TextSide:
-    """The full-text hits and their rows, the watermark: possibly on a helper thread
-    (:meth:`OrchestratorDB.borrowing`: raw statements only)."""
+def _text_side(odb: OrchestratorDB, search: _Search, ahead: bool) -> _TextSide:
+    """The full-text hits, the watermark and, ``ahead`` of the vector on a helper thread
+    (:meth:`OrchestratorDB.borrowing`: raw statements only), the hits' rows (in turn,
+    they are read with the vector side's, in one statement)."""
     hits = fts.search(odb, search.text, limit=search.params.top_k_text,
                       statuses=search.statuses, types=search.types, within=search.within,
                       view=search.view) if search.mode in ("hybrid", "text") else []
     mark, lagging = recall_watermark(odb, odb.memory.log.max_projection_lag)
-    return _TextSide(hits, recall_reads.rank_inputs(odb, [h.memory_id for h in hits]),
-                     mark, lagging)
+    return _TextSide(hits, recall_reads.rank_inputs(odb, [h.memory_id for h in hits])
+                     if ahead else [], mark, lagging)
 
 
 def _check_request(databases: Databases, orchestrator_id: str, query: object,
