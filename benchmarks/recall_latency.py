@@ -18,6 +18,7 @@ process per backend; the speed-up of the embedding (p50 old / new).
 
     python benchmarks/recall_latency.py                       # 1k, 10k, 100k, both conditions
     python benchmarks/recall_latency.py --sizes 1000 10000 --queries 200 --root /tmp/rl
+    python benchmarks/recall_latency.py ... --no-overlap   # full text after the embedding
 """
 
 from __future__ import annotations
@@ -205,10 +206,11 @@ def settings_for(root: Path, backend: str, args: argparse.Namespace) -> Settings
     """The backend with the defaults of its release: the old one ran torch with one
     thread per core, the new one with ``torch_threads = 1`` (``--threads`` overrides)."""
     threads = args.threads or ((os.cpu_count() or 1) if backend == OLD else 1)
-    retrieval = {} if args.router is None else {"retrieval": {"router": args.router}}
+    retrieval = {name: value for name, value in (("router", args.router),
+                                                  ("overlap", args.overlap)) if value is not None}
     return load_settings(environ={}, root=root, broker_url="", embedding={
         "backend": backend, "query_cache_size": 0, "onnx_threads": args.threads,
-        "torch_threads": threads}, memory=retrieval)
+        "torch_threads": threads}, memory={"retrieval": retrieval})
 
 
 def main() -> None:
@@ -225,6 +227,9 @@ def main() -> None:
     parser.add_argument("--no-fresh", action="store_true", help="skip the fresh-process timing")
     parser.add_argument("--router", action=argparse.BooleanOptionalAction, default=None,
                         help="memory.retrieval.router (default: the release's default)")
+    parser.add_argument("--overlap", action=argparse.BooleanOptionalAction, default=None,
+                        help="memory.retrieval.overlap: full text beside the embedding "
+                             "(default: the release's default)")
     parser.add_argument("--root", help="keep the databases here (default: a temp folder)")
     args = parser.parse_args()
     results: dict[str, Any] = {}

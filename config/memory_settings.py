@@ -55,6 +55,10 @@ class RetrievalSettings(Section):
     #: conversations gained with it (README "The router on LoCoMo"). A recall's own
     #: ``route`` argument wins.
     router: bool = True
+    #: While the query is embedded (on the calling thread), run the full-text search
+    #: on a helper thread, in the same read snapshot (models/overlap.py; README
+    #: "Recall"). The answer is the same either way; false does it in turn.
+    overlap: bool = True
 
 
 class IngestSettings(Section):

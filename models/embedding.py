@@ -155,8 +155,7 @@ def get_embedder(settings: EmbeddingSettings) -> Embedder:
     ``settings.backend`` chooses the implementation (see :data:`EMBEDDERS`). Raises
     EmbeddingError when it cannot be resolved, fails to start, or is not an Embedder.
     """
-    key = (os.getpid(), settings.backend, settings.model, settings.normalize,
-           settings.batch_size, settings.onnx_threads, settings.cache_dir)
+    key = _key(settings)
     embedder = _cache.get(key)
     if embedder is None:
         with _cache_lock:
@@ -165,6 +164,17 @@ def get_embedder(settings: EmbeddingSettings) -> Embedder:
                 embedder = _make(settings)
                 _cache[key] = embedder
     return embedder
+
+
+def loaded_embedder(settings: EmbeddingSettings) -> Embedder | None:
+    """The process's embedder for ``settings`` if :func:`get_embedder` made it already,
+    else None (nothing is loaded)."""
+    return _cache.get(_key(settings))
+
+
+def _key(settings: EmbeddingSettings) -> tuple[Any, ...]:
+    return (os.getpid(), settings.backend, settings.model, settings.normalize,
+            settings.batch_size, settings.onnx_threads, settings.cache_dir)
 
 
 def _make(settings: EmbeddingSettings) -> Embedder:

@@ -46,6 +46,11 @@ class QueryVectors:
                 self._vectors.popitem(last=False)
         return vector
 
+    def cached(self, embedder: Embedder, text: str) -> bool:
+        """Whether :meth:`vector` would answer ``text`` from the cache (nothing is computed)."""
+        with self._lock:
+            return self.size > 0 and (embedder.version, text) in self._vectors
+
     def __len__(self) -> int:
         return len(self._vectors)
 

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import wait
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from orchmem.config import EmbeddingError, MemoryValidationError, ScopeViolation
@@ -25,12 +27,22 @@ from orchmem.config.memory_settings import RetrievalSettings
 
 from . import textquery
 from .contradictions import contradicted
-from .embedding import get_embedder
+from .embedding import get_embedder, loaded_embedder
 from .episodes import similar_episodes
 from .intent import favoured_types
 from .memlog import MemoryLog
+from .overlap import Overlap
 from .query_vectors import query_vectors
-from .ranking import Features, Ranked, fuse
+from .ranking import Features, fuse
+
+# The bundle's models were defined here: importers of orchmem.models.recall keep finding them.
+from .recall_bundle import MAX_SOURCES_PER_MEMORY as MAX_SOURCES_PER_MEMORY
+from .recall_bundle import Neighbor as Neighbor
+from .recall_bundle import Provenance as Provenance
+from .recall_bundle import RecallBundle, bundle_parts
+from .recall_bundle import RecalledMemory as RecalledMemory
+from .recall_bundle import Scores as Scores
+from .recall_bundle import SourceRecord as SourceRecord
 from .recall_time import (
     Asked,
     after_fusion,
@@ -46,12 +58,7 @@ from .restricted_reads import audit_restricted_read
 from .router import Plan
 from .router import plan as route_plan
 from .schema import (
-    MemoryEdge,
-    MemoryNode,
     MemoryType,
-    Source,
-    Status,
-    WireModel,
     check_memory_id,
     check_orchestrator_id,
     parse_ts,
@@ -72,75 +79,6 @@ if TYPE_CHECKING:
 Mode = Literal["hybrid", "vector", "text"]
 #: Characters of the query given to the embedding model (it reads 256 tokens at most).
 MAX_EMBED_CHARS = 2000
-MAX_SOURCES_PER_MEMORY = 5
-
-
-class Scores(WireModel):
-    """Why a memory ranked where it did."""
-
-    score: float
-    rrf: float
-    vector_rank: int | None = None
-    text_rank: int | None = None
-    vector_cosine: float | None = None
-    text_bm25: float | None = None
-    importance: float
-    recency: float
-    confidence: float
-    contradiction: float
-    #: The favour of a question that asks for this memory's type (models/intent.py).
-    intent: float = 1.0
-
-
-class RecalledMemory(WireModel):
-    rank: int
-    memory: MemoryNode
-    scores: Scores
-
-
-class Neighbor(WireModel):
-    """A memory reached by an edge of a recalled one, shown briefly."""
-
-    memory_id: str
-    type: MemoryType
-    summary: str
-    status: Status
-
-
-class SourceRecord(Source):
-    captured_at: str
-
-
-class Provenance(WireModel):
-    memory_id: str
-    sources: list[SourceRecord]
-
-
-class RecallBundle(WireModel):
-    """The answer to a recall: nodes best first, edges, neighbours, provenance, diagnostics."""
-
-    orchestrator_id: str
-    query: str
-    nodes: list[RecalledMemory]
-    edges: list[MemoryEdge]
-    neighbors: list[Neighbor]
-    provenance: list[Provenance]
-    mode: str
-    #: False when the vector side could not answer; the nodes then come from full text.
-    vector_available: bool
-    candidates: dict[str, int]
-    warnings: list[str]
-    took_ms: float
-    #: With ``episodes=True``: similar past cases (models/episodes.py), best first.
-    episodes: list[dict[str, Any]] = []
-    #: The execution log's seq and how far recall's projections lag it (watermark.py).
-    watermark: dict[str, Any] = {}
-    #: The router's plan and the as-of / latest asked (models/recall_time.py), or None.
-    plan: dict[str, Any] | None = None
-
-    @property
-    def memory_ids(self) -> list[str]:
-        return [n.memory.memory_id for n in self.nodes]
 
 
 def deny(databases: Databases, workspace: Workspace, message: str,
@@ -225,7 +163,7 @@ def recall(
                      within=memory_ids, view=view, statuses=asked.statuses(include_inactive),
                      asked=asked)
     warnings: list[str] = []
-    answer = _snapshot_answer(odb, search, clock, warnings, episodes)
+    answer = _snapshot_answer(odb, search, clock, warnings, episodes, databases.overlap)
     audit_restricted_read(odb, view, answer, requester or orchestrator_id, purpose, text)
     return trusted(
         RecallBundle, orchestrator_id=orchestrator_id, query=text, mode=mode, warnings=warnings,
@@ -241,22 +179,70 @@ def _limit(top_n: int | None, params: RetrievalSettings) -> int:
 
 
 def _snapshot_answer(odb: OrchestratorDB, search: _Search, clock: datetime,
-                     warnings: list[str], episodes: bool) -> dict[str, Any]:
-    """The query embedded first (no read transaction waits on the model), then one read
-    snapshot for the answer, the similar episodes and the watermark.
-
-    Embedding on another thread while the full-text search runs was measured and not
-    kept: ONNX Runtime already runs on both cores of this machine, and a model run on
-    another thread than the last one costs more than the overlap saved (README
-    "Query embedding and recall")."""
+                     warnings: list[str], episodes: bool, overlap: Overlap) -> dict[str, Any]:
+    """One read snapshot for the answer, the similar episodes and the watermark. The
+    query is embedded on this thread; the full-text side runs meanwhile on a free helper
+    (:func:`_overlaps`), on this connection in the snapshot (models/overlap.py), or
+    else after it, the query embedded first (no snapshot waits on the model)."""
+    if _overlaps(odb, search):
+        with overlap.helper() as helper:
+            if helper is not None:
+                with odb.snapshot():
+                    side = helper.run(odb.borrowing(partial(_text_side, odb, search, True)))
+                    try:
+                        encoded = _embed(odb, search.text, warnings)
+                    finally:
+                        wait([side])  # the connection is the helper's until it returns
+                    return _finish(odb, search, side.result(), encoded, clock, warnings,
+                                   episodes)
     encoded = _embed(odb, search.text, warnings) if search.mode in ("hybrid", "vector") else None
     with odb.snapshot():
-        answer = _answer(odb, search, encoded, clock, warnings)
-        answer["episodes"] = similar_episodes(odb, search.text, view=search.view) \
-            if episodes else []
-        answer["watermark"], lagging = recall_watermark(odb, odb.memory.log.max_projection_lag)
-    warnings += lagging
+        return _finish(odb, search, _text_side(odb, search, False), encoded, clock, warnings,
+                       episodes)
+
+
+def _overlaps(odb: OrchestratorDB, search: _Search) -> bool:
+    """Whether the full-text side runs beside the embedding: hybrid, the setting on, the
+    model loaded (a first load takes seconds, too long for an open snapshot), the vector
+    not cached (no model run to hide the search behind)."""
+    if search.mode != "hybrid" or not search.params.overlap:
+        return False
+    settings = odb.settings.embedding
+    embedder = loaded_embedder(settings)
+    return embedder is not None and not query_vectors(settings.query_cache_size).cached(
+        embedder, search.text[:MAX_EMBED_CHARS])
+
+
+def _finish(odb: OrchestratorDB, search: _Search, text: _TextSide, encoded: Encoded | None,
+            clock: datetime, warnings: list[str], episodes: bool) -> dict[str, Any]:
+    answer = _answer(odb, search, text, encoded, clock, warnings)
+    answer["episodes"] = similar_episodes(odb, search.text, view=search.view) if episodes else []
+    answer["watermark"] = text.watermark
+    warnings += text.lagging
     return answer
+
+
+@dataclass(frozen=True)
+class _TextSide:
+    """What the answer reads without the query vector."""
+
+    hits: list[fts.TextHit]
+    #: The rows ranking reads of the hits (recall_reads.rank_inputs).
+    inputs: list[recall_reads.RankInputs]
+    watermark: dict[str, Any]
+    lagging: list[str]
+
+
+def _text_side(odb: OrchestratorDB, search: _Search, ahead: bool) -> _TextSide:
+    """The full-text hits, the watermark and, ``ahead`` of the vector on a helper thread
+    (:meth:`OrchestratorDB.borrowing`: raw statements only), the hits' rows (in turn,
+    they are read with the vector side's, in one statement)."""
+    hits = fts.search(odb, search.text, limit=search.params.top_k_text,
+                      statuses=search.statuses, types=search.types, within=search.within,
+                      view=search.view) if search.mode in ("hybrid", "text") else []
+    mark, lagging = recall_watermark(odb, odb.memory.log.max_projection_lag)
+    return _TextSide(hits, recall_reads.rank_inputs(odb, [h.memory_id for h in hits])
+                     if ahead else [], mark, lagging)
 
 
 def _check_request(databases: Databases, orchestrator_id: str, query: object,
@@ -322,13 +308,10 @@ def _embed(odb: OrchestratorDB, text: str, warnings: list[str]) -> Encoded | Non
         return None
 
 
-def _answer(odb: OrchestratorDB, search: _Search, encoded: Encoded | None,
-            now: datetime, warnings: list[str]) -> dict[str, Any]:
+def _answer(odb: OrchestratorDB, search: _Search, text: _TextSide,
+            encoded: Encoded | None, now: datetime, warnings: list[str]) -> dict[str, Any]:
     """Search, rank and assemble; the caller holds one read snapshot around all of it."""
-    text_hits = (fts.search(odb, search.text, limit=search.params.top_k_text,
-                            statuses=search.statuses, types=search.types, within=search.within,
-                            view=search.view)
-                 if search.mode in ("hybrid", "text") else [])
+    text_hits = text.hits
     text_ids = [h.memory_id for h in text_hits]
     vector_hits: list[vectors.VectorHit] = []
     vector_available = encoded is not None
@@ -351,7 +334,9 @@ def _answer(odb: OrchestratorDB, search: _Search, encoded: Encoded | None,
                 cosines, {*text_ids, *window}, search.params.model_copy(update={
                     "min_similarity": lower[0], "min_similarity_text": lower[1]})),
                 {*vector_ids, *text_ids, *window})
-    inputs = recall_reads.rank_inputs(odb, [*{*vector_ids, *text_ids, *window}])
+    read = {i.memory_id for i in text.inputs}
+    inputs = [*text.inputs, *recall_reads.rank_inputs(
+        odb, [m for m in {*vector_ids, *text_ids, *window} if m not in read])]
     rows = {i.memory_id: i.row for i in inputs}
     as_of = search.asked.as_of
     ranked = fuse(vector_ids, text_ids, _features(odb, inputs), search.params, now,
@@ -362,7 +347,7 @@ def _answer(odb: OrchestratorDB, search: _Search, encoded: Encoded | None,
                           search.limit)
     found = recall_reads.assembly(odb, [r.memory_id for r in ranked], rows)
     return {
-        **_bundle(found, ranked, cosines, {h.memory_id: h.bm25 for h in text_hits}),
+        **bundle_parts(found, ranked, cosines, {h.memory_id: h.bm25 for h in text_hits}),
         "vector_available": vector_available,
         "candidates": {"vector": len(vector_hits), "text": len(text_hits),
                        "belowFloor": sum(1 for i in inputs if floor and not floor(i.memory_id))},
@@ -424,38 +409,6 @@ def _features(odb: OrchestratorDB, inputs: list[recall_reads.RankInputs]
                                   contradicted=r.memory_id in penalized,
                                   memory_type=r.type)
             for r in inputs}
-
-
-def _bundle(found: recall_reads.Assembly, ranked: list[Ranked], cosines: dict[str, float],
-            bm25s: dict[str, float]) -> dict[str, Any]:
-    nodes = []
-    for position, item in enumerate(ranked, start=1):
-        mods = item.modifiers
-        nodes.append(trusted(
-            RecalledMemory, rank=position, memory=found.nodes[item.memory_id],
-            scores=trusted(
-                Scores,
-                score=item.score, rrf=item.rrf, vector_rank=item.vector_rank,
-                text_rank=item.text_rank, vector_cosine=cosines.get(item.memory_id),
-                text_bm25=bm25s.get(item.memory_id), importance=mods.importance,
-                recency=mods.recency, confidence=mods.confidence,
-                contradiction=mods.contradiction, intent=mods.intent)))
-    by_memory: dict[str, list[SourceRecord]] = {}
-    for captured in found.sources:
-        bucket = by_memory.setdefault(captured.memory_id, [])
-        if len(bucket) < MAX_SOURCES_PER_MEMORY:
-            bucket.append(trusted(SourceRecord, **captured.source.__dict__,
-                                  captured_at=captured.captured_at))
-    return {
-        "nodes": nodes,
-        "edges": found.edges,
-        "neighbors": [trusted(Neighbor, memory_id=b.memory_id, type=b.type,
-                              summary=b.summary, status=b.status)
-                      for b in found.neighbors],
-        "provenance": [trusted(Provenance, memory_id=r.memory_id,
-                               sources=by_memory.get(r.memory_id, []))
-                       for r in ranked],
-    }
 
 
 def _empty(orchestrator_id: str, text: str, mode: str, started: float,

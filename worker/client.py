@@ -96,6 +96,8 @@ class MemoryClient(ReflectionMixin, GovernanceCalls, ContextCalls, LogCalls):
         # A reader never creates or writes a file; in immediate mode the tasks write
         # through this registry, in this process.
         self.databases = databases or Databases(self.settings, readonly=not immediate)
+        #: The registry is this client's to close (it was not given one).
+        self._own_databases = databases is None
         #: In-process mode: tasks run here, at once, against the real file; no broker.
         self.immediate = immediate
         if immediate and app is None:
@@ -111,6 +113,19 @@ class MemoryClient(ReflectionMixin, GovernanceCalls, ContextCalls, LogCalls):
         self._pending = PendingWrites(self.databases, orchestrator_id,
                                       self.memory.retrieval.read_your_writes_timeout_s,
                                       self._warn, self._log)
+
+    def close(self) -> None:
+        """Stop recall's helper threads and close the database handles of the registry
+        this client made (a registry passed in is its owner's to close). The client
+        stays usable: a later call opens and starts what it needs again."""
+        if self._own_databases:
+            self.databases.close_all()
+
+    def __enter__(self) -> MemoryClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # -- plumbing -------------------------------------------------------------
 

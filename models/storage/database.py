@@ -17,11 +17,11 @@ import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 import peewee
@@ -38,6 +38,7 @@ from orchmem.config import (
 )
 
 from ..memlog import MemoryLog
+from ..overlap import Overlap
 from ..workspace import Workspace
 from .degraded import check_not_degraded, degraded_info
 from .integrity import check_not_disabled, verify
@@ -50,6 +51,7 @@ from .tables import (
 )
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class GuardedSqliteDatabase(SqliteDatabase):
@@ -112,6 +114,7 @@ class OrchestratorDB:
     @contextmanager
     def bound(self) -> Iterator[None]:
         """Bind the table classes to this database, in this thread, for the block."""
+        self._not_borrowing()
         depth = getattr(self._local, "depth", 0)
         if depth:
             self._local.depth = depth + 1
@@ -151,13 +154,44 @@ class OrchestratorDB:
         without binding the table classes (binding and unbinding all of them costs a
         recall about 0.2 ms). Code inside that uses the table classes binds them itself
         (:meth:`bound`)."""
+        self._not_borrowing()
         with sqlite_errors(self), self.db.atomic():
             yield
 
     def sql(self, query: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        """Run one read query and fetch all rows (no table binding needed)."""
+        """Run one read query and fetch all rows (no table binding needed); on a thread
+        running a :meth:`borrowing` job, on the lender's connection."""
+        lent = getattr(self._local, "lent", None)
         with sqlite_errors(self):
+            if lent is not None:
+                return lent.execute(query, params).fetchall()
             return list(self.db.execute_sql(query, params).fetchall())
+
+    def borrowing(self, job: Callable[[], T]) -> Callable[[], T]:
+        """``job`` made to run on another thread with this thread's connection, inside
+        this thread's open :meth:`snapshot`: its statements (:meth:`sql`) see that one
+        snapshot. This thread must not use the connection until the job has returned
+        (recall waits for it while it embeds the query; the connections are opened
+        with ``check_same_thread=False`` and are never used by two threads at once).
+        The job may read with :meth:`sql` only: :meth:`bound`, :meth:`read` and
+        :meth:`snapshot` would open the other thread's own connection, outside the
+        snapshot, and refuse."""
+        if not self.db.in_transaction():
+            raise RuntimeError("borrowing() needs this thread's open snapshot()")
+        connection = self.db.connection()
+
+        def run() -> T:
+            self._local.lent = connection
+            try:
+                return job()
+            finally:
+                del self._local.lent
+        return run
+
+    def _not_borrowing(self) -> None:
+        if getattr(self._local, "lent", None) is not None:
+            raise RuntimeError("a job on a borrowed connection reads with sql() only: "
+                               "a transaction here would be another snapshot")
 
     def meta(self, key: str, default: str | None = None) -> str | None:
         with self.bound():
@@ -230,13 +264,22 @@ class Databases:
         self._pid = os.getpid()
         self._open: dict[str, OrchestratorDB] = {}
         self._lock = threading.Lock()
+        self._overlap = Overlap()
 
     def _check_pid(self) -> None:
         if os.getpid() != self._pid:
             # Inherited from a parent: forget, do not close (the parent owns them).
             self._open = {}
             self._lock = threading.Lock()
+            self._overlap = Overlap()  # the parent's threads did not cross the fork
             self._pid = os.getpid()
+
+    @property
+    def overlap(self) -> Overlap:
+        """The helper threads of this process's recalls (models/overlap.py), started
+        on first use and shut down by :meth:`close_all`."""
+        self._check_pid()
+        return self._overlap
 
     def workspace(self, orchestrator_id: str) -> Workspace:
         return Workspace.for_orchestrator(self.settings, orchestrator_id)
@@ -315,7 +358,10 @@ class Databases:
             odb.close()
 
     def close_all(self) -> None:
+        """Close every handle of this thread and stop the helper threads (a later use
+        opens and starts them again)."""
         self._check_pid()
+        self._overlap.shutdown()
         for orchestrator_id in list(self._open):
             self.evict(orchestrator_id)
 
