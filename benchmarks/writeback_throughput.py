@@ -110,13 +110,16 @@ def main() -> None:
                         help="run a CPU-bound PyTorch process beside the worker")
     parser.add_argument("--outbox", action="store_true",
                         help="publish through the outbox, as the client does")
+    parser.add_argument("--task-events", action=argparse.BooleanOptionalAction, default=True,
+                        help="worker.task_events of the shard worker (Flower's task view)")
     parser.add_argument("--root", help="keep the data here (default: a temp folder)")
     args = parser.parse_args()
     contender = None
     with temp_root(args.root) as root, redis_server(root / "redis") as url:
         settings = settings_for(root, url, shards=1,
                                 worker={"sqlite_synchronous": args.synchronous,
-                                        "batch_max": args.batch_max},
+                                        "batch_max": args.batch_max,
+                                        "task_events": args.task_events},
                                 embedding={"torch_threads": args.torch_threads,
                                            "onnx_threads": args.onnx_threads})
         app = create_app(settings)
@@ -142,6 +145,7 @@ def main() -> None:
             "benchmark": "writeback_throughput",
             "shards": 1,
             "batch_max": args.batch_max,
+            "task_events": args.task_events,
             "torch_threads": args.torch_threads,
             "onnx_threads": args.onnx_threads,
             "contention": args.contention,

@@ -89,6 +89,11 @@ class WorkerSettings(Section):
     batch_max: int = Field(64, ge=1, le=1000)
     #: After a kill, redelivered messages wait this long to be put back in order.
     redelivery_wait_ms: int = Field(200, ge=0, le=10_000)
+    #: Celery task events from the shard workers (received, started, succeeded...):
+    #: Flower's *Tasks* view is built from them. They are a Redis publish per tick of
+    #: the worker's loop, about a third of a busy shard worker's main-process CPU;
+    #: off, Flower still lists the workers and the queues (README "Flower").
+    task_events: bool = True
 
 
 class BeatSettings(Section):

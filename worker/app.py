@@ -101,7 +101,7 @@ def celery_config(settings: Settings, broker: str, client: bool = False) -> dict
         "task_acks_late": True,
         "task_reject_on_worker_lost": True,
         "worker_prefetch_multiplier": 1,
-        "worker_send_task_events": True,
+        "worker_send_task_events": settings.worker.task_events,
         "task_send_sent_event": True,
         "task_track_started": True,
         "result_expires": settings.worker.result_ttl_s,

@@ -144,9 +144,10 @@ def worker(cli: Cli, shards: tuple[int, ...], loglevel: str | None, logfile: str
         "--pool", settings.worker.pool,
         "--hostname", f"orchmem-shard{'-'.join(map(str, chosen))}@%h",
         "--loglevel", loglevel or settings.log_level,
-        "--task-events",
         "--without-mingle",
     ]
+    if settings.worker.task_events:  # Flower's Tasks view (README "Flower")
+        argv.append("--task-events")
     if logfile:
         argv += ["--logfile", logfile]
     app.worker_main(argv)
