@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -256,3 +257,27 @@ def open_odb(memory: Any) -> Any:
     odb = memory.databases.open(memory.orchestrator_id)
     assert odb is not None, memory.orchestrator_id
     return odb
+
+
+@contextmanager
+def task_events(app: OrchmemCelery) -> Iterator[list[dict[str, Any]]]:
+    """Every Celery event on ``app``'s broker while the block runs, in arrival order.
+
+    One subscription for the whole block: ``capture`` with a timeout would leave the
+    fanout between its rounds, and an event published then reaches nobody."""
+    seen: list[dict[str, Any]] = []
+    ready = threading.Event()
+    with app.connection() as conn:
+        receiver = app.events.Receiver(conn, handlers={"*": seen.append})
+        receiver.on_iteration = ready.set  # type: ignore[method-assign]
+        thread = threading.Thread(target=receiver.capture,
+                                  kwargs={"limit": None, "timeout": None, "wakeup": False},
+                                  daemon=True)
+        thread.start()
+        ready.wait(10)
+        time.sleep(0.5)  # the fanout is subscribed in the first poll
+        try:
+            yield seen
+        finally:
+            receiver.should_stop = True
+            thread.join(5)

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import threading
-import time
 from typing import Any
 
 import pytest
 from celery import Celery
-from orchmem_testing import WorkerProcess, unique_id, wait_until
+from orchmem_testing import WorkerProcess, task_events, unique_id, wait_until
 
 from orchmem.config import MemoryValidationError, ScopeViolation, Settings
 from orchmem.models.memlog import read_log
@@ -169,29 +167,13 @@ def test_task_events_never_carry_a_result_with_memory_text(
     """Flower (and anyone on the broker's event channel) sees task-succeeded events; a
     bulletin's result holds memory text, so events carry only its length."""
     secret = "The harbour gate code is Kestrel-5521"
-    seen: list[dict[str, Any]] = []
-    stop = threading.Event()
-
-    def listen() -> None:
-        with app.connection() as conn:
-            receiver = app.events.Receiver(conn, handlers={"*": seen.append})
-            while not stop.is_set():
-                try:
-                    receiver.capture(limit=None, timeout=0.5, wakeup=False)
-                except (TimeoutError, OSError):
-                    continue
-
-    thread = threading.Thread(target=listen, daemon=True)
-    thread.start()
-    time.sleep(1.0)  # subscribed before the tasks run
-    client = MemoryClient(unique_id("quiet-events"), settings, app=app)
-    assert client.write_back(memories=[{"type": "Fact", "content": secret, "source": {
-        "sourceType": "manual", "capturedBy": "user"}}]).wait(60)["ok"]
-    assert secret in client.bulletin(timeout=30).text  # the caller gets the text
-    wait_until(lambda: sum(e["type"] == "task-succeeded" for e in seen) >= 2, timeout=20,
-               message="the two tasks' events")
-    stop.set()
-    thread.join(5)
+    with task_events(app) as seen:
+        client = MemoryClient(unique_id("quiet-events"), settings, app=app)
+        assert client.write_back(memories=[{"type": "Fact", "content": secret, "source": {
+            "sourceType": "manual", "capturedBy": "user"}}]).wait(60)["ok"]
+        assert secret in client.bulletin(timeout=30).text  # the caller gets the text
+        wait_until(lambda: sum(e["type"] == "task-succeeded" for e in seen) >= 2,
+                   timeout=20, message="the two tasks' events")
     succeeded = [e for e in seen if e["type"] == "task-succeeded"]
     results = [e["result"] for e in succeeded if "result" in e]  # batched ones carry none
     assert results and all(r.endswith("chars, not shown>") for r in results), succeeded
