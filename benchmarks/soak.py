@@ -19,6 +19,7 @@ import random
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -44,36 +45,31 @@ def rss_mb(pids: list[int]) -> float:
     return round(total / 1024, 1)
 
 
-def worker_pids(config: Path) -> list[int]:
-    """This run's worker processes (parents and pool children: the ones started with
-    ``ORCHMEM_CONFIG=config``), not another run's on the same machine."""
-    marker = f"ORCHMEM_CONFIG={config}".encode()
+def _pids(wanted: Callable[[Path, bytes], bool]) -> list[int]:
+    """Processes whose ``wanted(/proc/<pid>, command line)`` is true."""
     pids = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
                 cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
-                if b"orchmem.worker worker" not in cmdline:
-                    continue
-                if marker in (entry / "environ").read_bytes().split(b"\0"):
+                if wanted(entry, cmdline):
                     pids.append(int(entry.name))
             except OSError:
                 continue
     return pids
 
 
+def worker_pids(config: Path) -> list[int]:
+    """This run's worker processes (parents and pool children: the ones started with
+    ``ORCHMEM_CONFIG=config``), not another run's on the same machine."""
+    marker = f"ORCHMEM_CONFIG={config}".encode()
+    return _pids(lambda entry, cmdline: b"orchmem.worker worker" in cmdline
+                 and marker in (entry / "environ").read_bytes().split(b"\0"))
+
+
 def redis_pids(url: str) -> list[int]:
-    port = url.rsplit(":", 1)[1].split("/")[0]
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
-            except OSError:
-                continue
-            if b"redis-server" in cmdline and f":{port}".encode() in cmdline:
-                pids.append(int(entry.name))
-    return pids
+    port = url.rsplit(":", 1)[1].split("/")[0].encode()
+    return _pids(lambda _, cmdline: b"redis-server" in cmdline and b":" + port in cmdline)
 
 
 def cpu_seconds(pids: list[int]) -> float:
