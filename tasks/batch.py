@@ -212,15 +212,19 @@ def _batch_key(task: MemoryTask, orchestrator_id: str, item: Waiting) -> str | N
 def _apply_run(task: MemoryTask, odb: OrchestratorDB, run: list[tuple[str, Waiting]],
                found: list[str]) -> list[Outcome]:
     items = [item for _, item in run]
-    if len(items) == 1 or receipts.AGAIN in found:
-        # Alone, delivered before without finishing (a crashed batch) or twice in
-        # this one: one by one, so a task that crashes the worker is counted and
-        # dead-lettered alone; those counted by _plan are not counted again.
+    if receipts.AGAIN in found:
+        # Delivered before without finishing (a crashed batch) or twice in this one:
+        # one by one, so a task that crashes the worker is counted and dead-lettered
+        # alone; those counted by _plan are not counted again.
         return [run_one(task, item, counted=state == receipts.FRESH)
                 for item, state in zip(items, found, strict=True)]
-    odb.log.write("batch", task=task.name, size=len(items),
-                  keys=[key for (key, _), state in zip(run, found, strict=True)
-                        if state == receipts.FRESH])
+    # A run of one (the soak's shape: each orchestrator one write-back per job) takes
+    # the same path: its receipt, data and result in one transaction, as savepoints,
+    # instead of a transaction (and the table classes bound) for each of them.
+    if len(items) > 1:
+        odb.log.write("batch", task=task.name, size=len(items),
+                      keys=[key for (key, _), state in zip(run, found, strict=True)
+                            if state == receipts.FRESH])
     try:
         return _in_one_transaction(task, odb, items)
     except (_RolledBack, OrchmemError) as exc:
