@@ -6,6 +6,12 @@ texts and gets the rows computed ahead, so the model runs once per batch, at its
 speed, instead of once per task. A text not computed ahead (an extractor's rewording,
 say) is embedded then, as without a batch. Outside :func:`ahead`, :func:`encode` is
 ``embedder.encode``.
+
+:func:`nearest_ahead` does the same for reconciliation's nearest stored memories: every
+candidate of one orchestrator's batch is ranked against its vector index in one matrix
+product, before its tasks run, instead of one product per task (each reads the whole
+index: at a few thousand memories that was the largest part of a batched task after
+the model).
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ import numpy as np
 from orchmem.config import EmbeddingError
 
 from .embedding import Embedder
+from .storage.database import OrchestratorDB
+from .storage.vectors import index_for
 
 logger = logging.getLogger(__name__)
 
@@ -58,3 +66,24 @@ def encode(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
     missing = [t for t in dict.fromkeys(texts) if t not in known]
     extra = dict(zip(missing, embedder.encode(missing), strict=True)) if missing else {}
     return np.stack([known[t] if t in known else extra[t] for t in texts])
+
+
+@contextmanager
+def nearest_ahead(odb: OrchestratorDB, texts: Sequence[str], k: int) -> Iterator[None]:
+    """For the block, ``odb``'s vector index holds the ``k`` nearest memories of each of
+    ``texts`` computed ahead (by :func:`ahead`), ranked in one product
+    (:meth:`~.storage.vectors.VectorIndex.rank_ahead`): a task's reconciliation then
+    only scores the memories added since. Nothing when no text was computed ahead."""
+    current = _AHEAD.get()
+    rows = [] if current is None else \
+        [current[1][t] for t in dict.fromkeys(texts) if t in current[1]]
+    if current is None or not rows:
+        yield
+        return
+    index = index_for(odb, current[0].version, int(rows[0].shape[0]))
+    with index.lock:
+        index.rank_ahead(np.stack(rows), k)
+    try:
+        yield
+    finally:
+        index.forget_ahead()

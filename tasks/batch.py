@@ -39,6 +39,7 @@ from orchmem.config import EmbeddingError, OrchmemError, StorageError, check_orc
 from orchmem.models import batch_vectors
 from orchmem.models.embedding import get_embedder
 from orchmem.models.payloads import key_of
+from orchmem.models.reconcile import NEIGHBOURS
 from orchmem.models.storage import receipts
 from orchmem.models.storage.database import OrchestratorDB
 
@@ -84,13 +85,15 @@ def apply_batch(task: MemoryTask, waiting: Sequence[Waiting]) -> list[Outcome]:
     groups: dict[Any, list[int]] = {}
     for position, item in enumerate(waiting):
         groups.setdefault(_orchestrator(item), []).append(position)
-    plans = [(positions, _plan(task, orchestrator_id, [waiting[p] for p in positions]))
+    plans = [(positions, [(step, step.texts(task)) for step in
+                          _plan(task, orchestrator_id, [waiting[p] for p in positions])])
              for orchestrator_id, positions in groups.items()]
-    texts = [text for _, steps in plans for step in steps for text in step.texts(task)]
+    texts = [text for _, steps in plans for _, step_texts in steps for text in step_texts]
     outcomes: list[Outcome | None] = [None] * len(waiting)
     with _vectors_ahead(task, texts):
         for positions, steps in plans:
-            done = [outcome for step in steps for outcome in step.apply(task)]
+            done = [outcome for step, step_texts in steps
+                    for outcome in step.apply(task, step_texts)]
             for position, outcome in zip(positions, done, strict=True):
                 outcomes[position] = outcome
     return [o for o in outcomes if o is not None]
@@ -111,7 +114,7 @@ class _Alone:
     def texts(self, task: MemoryTask) -> list[str]:
         return []
 
-    def apply(self, task: MemoryTask) -> list[Outcome]:
+    def apply(self, task: MemoryTask, texts: list[str]) -> list[Outcome]:
         return [run_one(task, self.item)]
 
 
@@ -133,8 +136,11 @@ class _Counted:
                 if state == receipts.FRESH
                 for text in task.texts_ahead(self.odb, item.kwargs.get("payload"))]
 
-    def apply(self, task: MemoryTask) -> list[Outcome]:
-        return _apply_run(task, self.odb, self.run, self.found)
+    def apply(self, task: MemoryTask, texts: list[str]) -> list[Outcome]:
+        """Run the deliveries; ``texts`` (:meth:`texts`) are ranked against the stored
+        memories ahead, in one product for the run (:func:`batch_vectors.nearest_ahead`)."""
+        with batch_vectors.nearest_ahead(self.odb, texts, NEIGHBOURS):
+            return _apply_run(task, self.odb, self.run, self.found)
 
 
 def _plan(task: MemoryTask, orchestrator_id: str | None,
@@ -206,15 +212,19 @@ def _batch_key(task: MemoryTask, orchestrator_id: str, item: Waiting) -> str | N
 def _apply_run(task: MemoryTask, odb: OrchestratorDB, run: list[tuple[str, Waiting]],
                found: list[str]) -> list[Outcome]:
     items = [item for _, item in run]
-    if len(items) == 1 or receipts.AGAIN in found:
-        # Alone, delivered before without finishing (a crashed batch) or twice in
-        # this one: one by one, so a task that crashes the worker is counted and
-        # dead-lettered alone; those counted by _plan are not counted again.
+    if receipts.AGAIN in found:
+        # Delivered before without finishing (a crashed batch) or twice in this one:
+        # one by one, so a task that crashes the worker is counted and dead-lettered
+        # alone; those counted by _plan are not counted again.
         return [run_one(task, item, counted=state == receipts.FRESH)
                 for item, state in zip(items, found, strict=True)]
-    odb.log.write("batch", task=task.name, size=len(items),
-                  keys=[key for (key, _), state in zip(run, found, strict=True)
-                        if state == receipts.FRESH])
+    # A run of one (the soak's shape: each orchestrator one write-back per job) takes
+    # the same path: its receipt, data and result in one transaction, as savepoints,
+    # instead of a transaction (and the table classes bound) for each of them.
+    if len(items) > 1:
+        odb.log.write("batch", task=task.name, size=len(items),
+                      keys=[key for (key, _), state in zip(run, found, strict=True)
+                            if state == receipts.FRESH])
     try:
         return _in_one_transaction(task, odb, items)
     except (_RolledBack, OrchmemError) as exc:

@@ -13,7 +13,8 @@ one job at a time:
   (at most ``batch_max``; :func:`pick`): one pool job (:func:`run_batch`) that applies
   the writes as one batch (:func:`orchmem.tasks.batch.apply_batch`) and stores their
   results, then runs the reads one by one after its commit, storing each one's result
-  when it is built; then the gate acknowledges each message, after the commit;
+  when it is built; then the gate acknowledges the job's messages, after the commit,
+  in one Redis transaction (:mod:`.batch_acks`);
 - any other task alone, through Celery's own request (results, events, acks as
   always).
 
@@ -53,6 +54,7 @@ from orchmem.config import Settings
 from orchmem.tasks.batch import RETRY, SUCCESS, Outcome, Waiting, apply_batch, run_one
 
 from .app import OrchmemCelery
+from .batch_acks import acknowledge_together
 from .batch_results import store_results
 
 logger = logging.getLogger(__name__)
@@ -274,7 +276,8 @@ class Gate:
         def done(states: list[str]) -> None:
             for request, state in zip(job, states, strict=True):
                 task_ready(request, successful=state == SUCCESS)
-                request.acknowledge()
+            acknowledge_together(job)
+            for request, state in zip(job, states, strict=True):
                 request.send_event("task-succeeded" if state == SUCCESS else
                                    "task-retried" if state == RETRY else "task-failed")
             self._finished(job)

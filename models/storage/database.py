@@ -137,10 +137,18 @@ class OrchestratorDB:
     def write(self) -> Iterator[None]:
         """One IMMEDIATE write transaction, tables bound: commits or rolls back as a whole.
 
-        Raises MemoryDegraded while a failed migration left the memory read-only."""
-        check_not_degraded(self.workspace)
-        with self.bound(), self.db.atomic("IMMEDIATE"):
-            yield
+        Raises MemoryDegraded while a failed migration left the memory read-only. A
+        write nested in one (a savepoint) is not checked again: the outer one holds the
+        write lock, which a migration needs to leave the marker."""
+        writing = getattr(self._local, "writing", 0)
+        if not writing:
+            check_not_degraded(self.workspace)
+        self._local.writing = writing + 1
+        try:
+            with self.bound(), self.db.atomic("IMMEDIATE"):
+                yield
+        finally:
+            self._local.writing = writing
 
     @contextmanager
     def read(self) -> Iterator[None]:

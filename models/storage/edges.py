@@ -19,25 +19,28 @@ from ..schema import (
 from .database import OrchestratorDB
 from .events import add_event
 from .insights import CONFLICT, open_insight
+from .statements import run
 from .tables import (
     MemoryEdgeRow,
-    MemoryRow,
 )
 
 logger = logging.getLogger(__name__)
+
+_INSERT_EDGE = ("INSERT OR IGNORE INTO memory_edges (edge_id, from_memory_id, to_memory_id, "
+                "edge_type, weight, reason, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)")
+
 
 def insert_edge(odb: OrchestratorDB, edge: EdgeInput, *, from_id: str, to_id: str, key: str | None,
                 actor: str) -> str:
     """Create (or keep) an edge between two memories of this orchestrator."""
     for end in (from_id, to_id):
         check_memory_id(end, odb.orchestrator_id, where="edge")
-        if not MemoryRow.select().where(MemoryRow.memory_id == end).exists():
+        if run("SELECT 1 FROM memories WHERE memory_id = ?", (end,)).fetchone() is None:
             raise MemoryNotFound(f"edge end {end} is not a memory of {odb.orchestrator_id!r}")
     edge_id = derive_id("e", odb.orchestrator_id, from_id, to_id, edge.edge_type.value)
-    inserted = (MemoryEdgeRow.insert(
-        edge_id=edge_id, from_memory=from_id, to_memory=to_id, edge_type=edge.edge_type.value,
-        weight=edge.weight, reason=edge.reason, created_at=format_ts(utc_now()),
-    ).on_conflict_ignore().as_rowcount().execute())
+    # Fixed text (.statements): a supersede links on every write-back that restates.
+    inserted = run(_INSERT_EDGE, (edge_id, from_id, to_id, edge.edge_type.value, edge.weight,
+                                  edge.reason, format_ts(utc_now()))).rowcount
     # The row count, not SQLite's last row id: an ignored insert must add no audit row.
     if inserted:
         add_event("link", [from_id, to_id],

@@ -303,9 +303,13 @@ def set_status(stored: StoredMemory, status: Status, *, reason: str | None, acto
     one (``by``) became true, unless it already had one.
     """
     closed = close_window(stored.memory_id, by) if status == Status.SUPERSEDED else None
-    (MemoryRow.update(status=status.value, updated_at=format_ts(utc_now()),
-                      **({"valid_to": closed} if closed else {}))
-     .where(MemoryRow.memory_id == stored.memory_id).execute())
+    now = format_ts(utc_now())
+    if closed:
+        run("UPDATE memories SET status = ?, updated_at = ?, valid_to = ? WHERE memory_id = ?",
+            (status.value, now, closed, stored.memory_id))
+    else:
+        run("UPDATE memories SET status = ?, updated_at = ? WHERE memory_id = ?",
+            (status.value, now, stored.memory_id))
     op = {Status.SUPERSEDED: "supersede", Status.RETRACTED: "retract",
           Status.ACTIVE: "reactivate"}[status]
     add_event(op, [stored.memory_id, *([by] if by else [])], before={"status": stored.status},

@@ -10,12 +10,14 @@ and the time of its memories reads as unknown (None).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from peewee import Field
 
 from ..schema import MemoryInput, format_ts, utc_now
 from ..timeexpr import resolve
+from .statements import run
 from .tables import MemoryRow
 
 if TYPE_CHECKING:
@@ -59,19 +61,23 @@ def validity_columns(memory: MemoryInput) -> dict[str, Any]:
     }
 
 
-def _start(row: Any) -> str:
-    return str(row.valid_from or row.created_at)
+#: A memory's start and end, for a supersede (fixed text: :mod:`.statements`).
+_WINDOW = "SELECT valid_from, created_at, valid_to FROM memories WHERE memory_id = ?"
+
+
+def _start(row: Sequence[Any]) -> str:
+    return str(row[0] or row[1])
 
 
 def close_window(older_id: str, newer_id: str | None) -> str | None:
     """The validTo a supersede gives ``older_id``, or None when it keeps its own.
 
     The newer memory's start (validFrom, else createdAt), never before the older one's
-    own start; without a newer memory (or when it is unknown), now.
-    """
-    older = MemoryRow.get_or_none(MemoryRow.memory_id == older_id)
-    if older is None or older.valid_to is not None:
+    own start; without a newer memory (or when it is unknown), now. Inside the
+    writer's transaction (its file has the time columns)."""
+    older = run(_WINDOW, (older_id,)).fetchone()
+    if older is None or older[2] is not None:
         return None
-    newer = MemoryRow.get_or_none(MemoryRow.memory_id == newer_id) if newer_id else None
+    newer = run(_WINDOW, (newer_id,)).fetchone() if newer_id else None
     closed = _start(newer) if newer is not None else format_ts(utc_now())
     return max(closed, _start(older))

@@ -47,6 +47,17 @@ class VectorHit:
     cosine: float
 
 
+@dataclass(frozen=True)
+class _Ahead:
+    """Each query's nearest rows, ranked ahead (:meth:`VectorIndex.rank_ahead`) among the
+    first ``rows`` rows of the index at ``version``; keyed by the query's bytes."""
+
+    version: int
+    rows: int
+    k: int
+    hits: dict[bytes, list[VectorHit]]
+
+
 @dataclass
 class VectorIndex:
     """The vectors of one embedder version, for one orchestrator, in this process."""
@@ -61,6 +72,10 @@ class VectorIndex:
     rough: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float16))
     seq: int = -1
     deletes: int = -1
+    #: Changes whenever a row already in the index changes (a replaced vector, a reload):
+    #: what was ranked ahead is then void. Appended rows leave it.
+    version: int = 0
+    ahead: _Ahead | None = field(default=None, repr=False)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __len__(self) -> int:
@@ -92,6 +107,7 @@ class VectorIndex:
                        "WHERE seq > ? ORDER BY seq", (seq,))
 
     def _reset(self) -> None:
+        self.version += 1
         self.ids, self.positions = [], {}
         self.matrix = np.zeros((0, self.dim), dtype=np.float32)
         self.rough = np.zeros((0, self.dim), dtype=np.float16)
@@ -106,6 +122,7 @@ class VectorIndex:
             vector = np.frombuffer(blob, dtype=np.float32)
             position = self.positions.get(memory_id)
             if position is not None:
+                self.version += 1
                 self.matrix[position] = vector
                 self.rough[position] = vector
             else:
@@ -152,12 +169,50 @@ class VectorIndex:
         return _top_ids(self, exact_scores(self.matrix[reach], query), k, reach)
 
     def top_many(self, queries: np.ndarray, k: int) -> list[list[VectorHit]]:
-        """``top`` for each row of ``queries``, with one matrix product."""
+        """``top`` for each row of ``queries``, with one matrix product; a query ranked
+        ahead (:meth:`rank_ahead`) is only scored against the rows added since."""
         n = len(self.ids)
         if n == 0 or k <= 0:
             return [[] for _ in range(queries.shape[0])]
-        scores = dot(self.matrix[:n], np.ascontiguousarray(queries.T))
+        ahead = self.ahead if self.ahead is not None and self.ahead.version == self.version \
+            and self.ahead.k >= k else None
+        known = [None if ahead is None else ahead.hits.get(q.tobytes()) for q in queries]
+        if ahead is None or all(hits is None for hits in known):
+            return self._rank(queries, k)
+        missing = [j for j, hits in enumerate(known) if hits is None]
+        ranked = dict(zip(missing, self._rank(queries[missing], k) if missing else [],
+                          strict=True))
+        return [ranked[j] if hits is None else
+                self._with_rows_since(ahead.rows, queries[j], hits, k)
+                for j, hits in enumerate(known)]
+
+    def rank_ahead(self, queries: np.ndarray, k: int) -> None:
+        """Rank every row of the index for each of ``queries`` now, in one matrix product
+        (a batch's candidates: one product instead of one per task); a later
+        :meth:`top_many` of such a query scores only the rows added after this. The top
+        ``k`` of all rows are the top ``k`` of the old rows' top ``k`` and the new rows,
+        with the same order (cosine, then memoryId). Void once a row changes; until
+        :meth:`forget_ahead`."""
+        rows = np.ascontiguousarray(queries, dtype=np.float32)
+        hits = self._rank(rows, k) if len(self.ids) else [[] for _ in range(rows.shape[0])]
+        self.ahead = _Ahead(self.version, len(self.ids), k,
+                            {q.tobytes(): h for q, h in zip(rows, hits, strict=True)})
+
+    def forget_ahead(self) -> None:
+        self.ahead = None
+
+    def _rank(self, queries: np.ndarray, k: int) -> list[list[VectorHit]]:
+        scores = dot(self.matrix[:len(self.ids)], np.ascontiguousarray(queries.T))
         return [_top_ids(self, scores[:, j], k) for j in range(queries.shape[0])]
+
+    def _with_rows_since(self, start: int, query: np.ndarray, hits: list[VectorHit],
+                         k: int) -> list[VectorHit]:
+        n = len(self.ids)
+        if start >= n:
+            return hits[:k]
+        scores = dot(self.matrix[start:n], query)
+        added = [VectorHit(self.ids[start + i], float(s)) for i, s in enumerate(scores)]
+        return sorted([*hits, *added], key=lambda h: (-h.cosine, h.memory_id))[:k]
 
 
 def _top_ids(index: VectorIndex, scores: np.ndarray, k: int,

@@ -176,3 +176,23 @@ def test_in_a_batch_each_steps_log_events_commit_or_roll_back_with_its_memories(
         contents = odb.sql("SELECT content FROM memories ORDER BY id")
     assert [r[0] for r in steps] == ["s0", "s2"]
     assert [r[0] for r in contents] == ["Step 0 chose plan 0", "Step 2 chose plan 2"]
+
+
+def test_one_write_back_per_orchestrator_is_counted_then_written_in_one_transaction(
+        app: Any) -> None:
+    """The soak's shape: each orchestrator one write-back in the job. Its receipt is
+    created in one commit, then its data, receipt and result in ONE more write
+    transaction (savepoints inside), not one transaction for each of them."""
+    task = app.tasks[WRITEBACK]
+    orchestrators = [unique_id(f"single-{n}") for n in range(3)]
+    texts = distinct_texts(len(orchestrators), seed=53)
+    items = [facts(orch, [text])[0] for orch, text in zip(orchestrators, texts, strict=True)]
+    begun: list[str] = []
+    for orch in orchestrators:
+        connection = app.databases.open(orch).db.connection()
+        connection.set_trace_callback(
+            lambda sql: begun.append(sql) if sql.startswith("BEGIN") else None)
+    outcomes = apply_batch(task, items)
+    assert [o.state for o in outcomes] == [SUCCESS] * len(orchestrators)
+    assert all(len(o.value["created"]) == 1 for o in outcomes)
+    assert begun == ["BEGIN IMMEDIATE"] * (2 * len(orchestrators)), begun
