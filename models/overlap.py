@@ -1,9 +1,10 @@
 """Helper threads: work a caller can hand off while it waits on something else.
 
 Recall embeds its query on the calling thread (ONNX Runtime releases the GIL while the
-model runs) and meanwhile hands the reads that do not need the query vector (the
-full-text search) to a helper thread, on the caller's own connection and inside the
-caller's read transaction (``OrchestratorDB.borrowing``). A recall then takes about
+model runs) and meanwhile hands what does not need the query vector (the full-text
+search, its hits' rows, features and first nodes; models/recall.py) to a helper
+thread, on the caller's own connection and inside the caller's read transaction
+(``OrchestratorDB.borrowing``). A recall then takes about
 max(embedding, full text) + the rest, instead of their sum.
 
 An :class:`Overlap` is a few long-lived threads, started on first use (nothing at

@@ -53,11 +53,13 @@ from .recall_time import (
     plan_dump,
     valid_keep,
     widened,
+    window_candidates,
 )
 from .restricted_reads import audit_restricted_read
 from .router import Plan
 from .router import plan as route_plan
 from .schema import (
+    MemoryNode,
     MemoryType,
     check_memory_id,
     check_orchestrator_id,
@@ -227,22 +229,35 @@ class _TextSide:
     """What the answer reads without the query vector."""
 
     hits: list[fts.TextHit]
-    #: The rows ranking reads of the hits (recall_reads.rank_inputs).
+    #: The rows ranking reads of the hits (recall_reads.rank_inputs), and their features.
     inputs: list[recall_reads.RankInputs]
+    features: dict[str, Features]
+    #: The nodes of the first hits, made ahead for the bundle (recall_reads.nodes).
+    nodes: dict[str, MemoryNode]
+    #: The candidates of the plan's window list (recall_time.window_candidates).
+    window: list[str]
     watermark: dict[str, Any]
     lagging: list[str]
 
 
 def _text_side(odb: OrchestratorDB, search: _Search, ahead: bool) -> _TextSide:
-    """The full-text hits, the watermark and, ``ahead`` of the vector on a helper thread
-    (:meth:`OrchestratorDB.borrowing`: raw statements only), the hits' rows (in turn,
-    they are read with the vector side's, in one statement)."""
+    """The full-text hits, the window list's candidates, the watermark and, ``ahead``
+    of the vector on a helper thread (:meth:`OrchestratorDB.borrowing`: raw statements
+    only), the hits' rows and ranking features (in turn, the rows are read with the
+    vector side's, in one statement)."""
     hits = fts.search(odb, search.text, limit=search.params.top_k_text,
                       statuses=search.statuses, types=search.types, within=search.within,
                       view=search.view) if search.mode in ("hybrid", "text") else []
+    window = window_candidates(odb, search.asked.plan, search.statuses, search.types,
+                               lambda ids: _admit(odb, search, ids)) \
+        if search.mode != "text" else []
     mark, lagging = recall_watermark(odb, odb.memory.log.max_projection_lag)
-    return _TextSide(hits, recall_reads.rank_inputs(odb, [h.memory_id for h in hits])
-                     if ahead else [], mark, lagging)
+    inputs = recall_reads.rank_inputs(odb, [h.memory_id for h in hits]) if ahead else []
+    # The first hits (as many as the answer holds) are most likely in it.
+    first = {h.memory_id for h in hits[:search.limit]}
+    made = recall_reads.nodes([i.row for i in inputs if i.memory_id in first],
+                              odb.orchestrator_id)
+    return _TextSide(hits, inputs, _features(odb, inputs), made, window, mark, lagging)
 
 
 def _check_request(databases: Databases, orchestrator_id: str, query: object,
@@ -319,8 +334,7 @@ def _answer(odb: OrchestratorDB, search: _Search, text: _TextSide,
         vector_hits, vector_available = _vector_side(odb, encoded, search, warnings)
     vector_ids = [h.memory_id for h in vector_hits]
     cosines = {h.memory_id: h.cosine for h in vector_hits}
-    window = dated(odb, search.asked.plan, encoded if vector_available else None,
-                   search.statuses, search.types, lambda ids: _admit(odb, search, ids))
+    window = dated(odb, search.asked.plan, encoded if vector_available else None, text.window)
     cosines.update(window)
     floor = None
     if encoded is not None and vector_available and search.params.min_similarity > 0:
@@ -335,17 +349,19 @@ def _answer(odb: OrchestratorDB, search: _Search, text: _TextSide,
                     "min_similarity": lower[0], "min_similarity_text": lower[1]})),
                 {*vector_ids, *text_ids, *window})
     read = {i.memory_id for i in text.inputs}
-    inputs = [*text.inputs, *recall_reads.rank_inputs(
-        odb, [m for m in {*vector_ids, *text_ids, *window} if m not in read])]
+    more = recall_reads.rank_inputs(
+        odb, [m for m in {*vector_ids, *text_ids, *window} if m not in read])
+    inputs = [*text.inputs, *more]
     rows = {i.memory_id: i.row for i in inputs}
     as_of = search.asked.as_of
-    ranked = fuse(vector_ids, text_ids, _features(odb, inputs), search.params, now,
+    ranked = fuse(vector_ids, text_ids, {**text.features, **_features(odb, more)},
+                  search.params, now,
                   widened(search.limit, search.asked), favoured_types(search.text),
                   keep=both(floor, valid_keep(rows, as_of) if as_of else None),
                   dated_ids=list(window))
     ranked = after_fusion(odb, ranked, rows, search.asked, lambda ids: _admit(odb, search, ids),
                           search.limit)
-    found = recall_reads.assembly(odb, [r.memory_id for r in ranked], rows)
+    found = recall_reads.assembly(odb, [r.memory_id for r in ranked], rows, text.nodes)
     return {
         **bundle_parts(found, ranked, cosines, {h.memory_id: h.bm25 for h in text_hits}),
         "vector_available": vector_available,

@@ -112,21 +112,30 @@ def in_window(row: Row, span: tuple[date, date]) -> bool:
     return False
 
 
-def dated(odb: OrchestratorDB, plan: Plan | None, encoded: tuple[Any, str] | None,
-          statuses: list[str], types: list[str] | None,
-          admit: Callable[[list[str]], set[str]]) -> dict[str, float]:
-    """The plan's window list: memories created in its days or up to ``dated_after_days``
-    after, dated inside it (:func:`in_window`), that ``admit`` passes, the best
-    ``dated_hits`` by cosine with the query vector (``encoded``: vector, embedder)."""
-    if plan is None or plan.window is None or plan.dated_hits <= 0 or encoded is None:
-        return {}
+def window_candidates(odb: OrchestratorDB, plan: Plan | None, statuses: list[str],
+                      types: list[str] | None,
+                      admit: Callable[[list[str]], set[str]]) -> list[str]:
+    """The candidates of the plan's window list (:func:`dated`), sorted: memories created
+    in its days or up to ``dated_after_days`` after, dated inside it (:func:`in_window`),
+    that ``admit`` passes. No query vector needed: recall reads them while it embeds."""
+    if plan is None or plan.window is None or plan.dated_hits <= 0:
+        return []
     start, end = plan.window
     after = (end + timedelta(days=plan.dated_after_days + 1)).isoformat()
     ids = recall_reads.said_between(odb, start.isoformat(), after, statuses,
                                     types or [t.value for t in MemoryType], MAX_DATED_SCAN)
     rows = {i.memory_id: i.row for i in recall_reads.rank_inputs(odb, ids)}
-    inside = admit([m for m in ids if m in rows and in_window(rows[m], plan.window)])
-    cosines = vectors.similarities(odb, encoded[0], embedder=encoded[1], ids=sorted(inside))
+    return sorted(admit([m for m in ids if m in rows and in_window(rows[m], plan.window)]))
+
+
+def dated(odb: OrchestratorDB, plan: Plan | None, encoded: tuple[Any, str] | None,
+          candidates: list[str]) -> dict[str, float]:
+    """The plan's window list: the best ``dated_hits`` of its ``candidates``
+    (:func:`window_candidates`) by cosine with the query vector (``encoded``: vector,
+    embedder)."""
+    if plan is None or not candidates or encoded is None:
+        return {}
+    cosines = vectors.similarities(odb, encoded[0], embedder=encoded[1], ids=candidates)
     best = sorted(cosines, key=lambda m: (-cosines[m], m))[:plan.dated_hits]
     return {m: cosines[m] for m in best}
 

@@ -30,12 +30,25 @@ def trusted(cls: type[M], **values: Any) -> M:
     checked. Raises TypeError for a name that is not a field (``model_construct``
     would drop it silently) and for a model that needs what this shortcut skips
     (extra fields, a post-init hook, a root model)."""
-    names, defaults = _layout(cls)
-    unknown = values.keys() - names
-    if unknown:
-        raise TypeError(f"{cls.__name__} has no field(s) {sorted(unknown)}")
-    given = set(values)
-    fields = {}
+    names, known, defaults = _layout(cls)
+    if not values.keys() <= known:
+        raise TypeError(f"{cls.__name__} has no field(s) {sorted(values.keys() - known)}")
+    if len(values) == len(names):  # every field given: declaration order, nothing to fill
+        fields = {name: values[name] for name in names}
+    else:
+        fields = _with_defaults(cls, names, defaults, values)
+    model = cls.__new__(cls)
+    object.__setattr__(model, "__dict__", fields)
+    object.__setattr__(model, "__pydantic_fields_set__", set(values))
+    object.__setattr__(model, "__pydantic_extra__", None)
+    object.__setattr__(model, "__pydantic_private__", None)
+    return model
+
+
+def _with_defaults(cls: type[BaseModel], names: tuple[str, ...], defaults: dict[str, Any],
+                   values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` in declaration order, the fields left out given their defaults."""
+    fields: dict[str, Any] = {}
     for name in names:
         if name in values:
             fields[name] = values[name]
@@ -44,19 +57,16 @@ def trusted(cls: type[M], **values: Any) -> M:
                                                       validated_data=fields)
         else:
             raise TypeError(f"{cls.__name__}: required field {name!r} not given")
-    model = cls.__new__(cls)
-    object.__setattr__(model, "__dict__", fields)
-    object.__setattr__(model, "__pydantic_fields_set__", given)
-    object.__setattr__(model, "__pydantic_extra__", None)
-    object.__setattr__(model, "__pydantic_private__", None)
-    return model
+    return fields
 
 
 @cache
-def _layout(cls: type[BaseModel]) -> tuple[tuple[str, ...], dict[str, Any]]:
-    """The field names of ``cls`` in declaration order, and the fields with a default."""
+def _layout(cls: type[BaseModel]) -> tuple[tuple[str, ...], frozenset[str], dict[str, Any]]:
+    """The field names of ``cls`` in declaration order, as a set, and the fields with a
+    default."""
     if (cls.model_config.get("extra") == "allow" or cls.__pydantic_post_init__
             or cls.__pydantic_root_model__ or cls.__private_attributes__):
         raise TypeError(f"{cls.__name__} cannot be built by trusted(): use model_construct")
     fields = cls.__pydantic_fields__
-    return tuple(fields), {n: f for n, f in fields.items() if not f.is_required()}
+    return (tuple(fields), frozenset(fields),
+            {n: f for n, f in fields.items() if not f.is_required()})

@@ -14,4 +14,9 @@ def governance_fields(tier: str, scope: str, session_id: str | None, project_id:
     """A node's governance fields from the stored columns."""
     return {"tier": Tier(tier), "scope": Scope(scope), "session_id": session_id,
             "project_id": project_id, "sensitivity": Sensitivity(sensitivity),
-            "tags": json.loads(tags or "[]"), "metadata": json.loads(metadata or "{}")}
+            "tags": _loaded(tags, "[]", list), "metadata": _loaded(metadata, "{}", dict)}
+
+
+def _loaded(text: str | None, empty: str, make: type) -> Any:
+    # Most memories have no tags and no metadata: no JSON parse for those.
+    return make() if not text or text == empty else json.loads(text)

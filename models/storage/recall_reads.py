@@ -144,22 +144,30 @@ def said_between(odb: OrchestratorDB, start: str, end: str, statuses: Sequence[s
     return [r[0] for r in odb.sql(_SAID, (_json(statuses), _json(types), start, end, limit))]
 
 
+def nodes(rows: Sequence[tuple[Any, ...]], orchestrator_id: str) -> dict[str, MemoryNode]:
+    """memoryId -> its node, from node rows read in this snapshot (:attr:`RankInputs.row`)."""
+    return {row[0]: _node(row, orchestrator_id) for row in rows}
+
+
 def assembly(odb: OrchestratorDB, ids: Sequence[str],
-             rows: Mapping[str, tuple[Any, ...]] | None = None) -> Assembly:
+             rows: Mapping[str, tuple[Any, ...]] | None = None,
+             built: Mapping[str, MemoryNode] | None = None) -> Assembly:
     """The nodes ``ids``, the edges touching them (by edgeId), the memories at their
     other ends (by memoryId) and the nodes' sources (oldest first).
 
-    ``rows`` are node rows already read in this snapshot (:attr:`RankInputs.row`);
-    only the ids missing from it are read again.
+    ``rows`` are node rows already read in this snapshot (:attr:`RankInputs.row`) and
+    ``built`` nodes already made of such rows (:func:`nodes`); only the ids missing
+    from both are read again.
     """
     if not ids:
         return Assembly({}, [], [], [])
-    known = rows or {}
-    missing = [m for m in ids if m not in known]
-    found = [known[m] for m in ids if m in known]
+    known, made = rows or {}, built or {}
+    missing = [m for m in ids if m not in known and m not in made]
+    found = [known[m] for m in ids if m in known and m not in made]
     if missing:
         found += odb.sql(_NODES[has_time(odb)], (_json(missing),))
-    nodes = {row[0]: _node(row, odb.orchestrator_id) for row in found}
+    nodes = {m: made[m] for m in ids if m in made}
+    nodes.update((row[0], _node(row, odb.orchestrator_id)) for row in found)
     listed = _json(ids)
     edges = [trusted(
         MemoryEdge, edge_id=e[0], from_memory_id=e[1], to_memory_id=e[2], edge_type=EdgeType(e[3]),

@@ -227,8 +227,10 @@ def _top_ids(index: VectorIndex, scores: np.ndarray, k: int,
     else:
         part = np.arange(n)
     ids = [index.ids[i] for i in (part if rows is None else rows[part])]
-    order = sorted(range(len(part)), key=lambda j: (-float(scores[part[j]]), ids[j]))[:k]
-    return [VectorHit(ids[j], float(scores[part[j]])) for j in order]
+    # (-score, memoryId) pairs sort as Python floats and strings: the scores negated
+    # and converted in one call each, not one numpy scalar per comparison key.
+    best = sorted(zip((-scores[part]).tolist(), ids, strict=True))[:k]
+    return [VectorHit(memory_id, -negated) for negated, memory_id in best]
 
 
 def dot(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:

@@ -35,7 +35,9 @@ CONTENTS = [
 ]
 QUESTIONS = ["What did Caroline research?", "When did Melanie go camping?",
              "what does the user drink in the morning", "billing migration deadline",
-             "Caroline support group", "zebra quantum submarine", "What did we decide?"]
+             "Caroline support group", "zebra quantum submarine", "What did we decide?",
+             # a dated phrase: the router's window list, its candidates read on the helper
+             "What did Caroline do yesterday?"]
 
 
 def settings(root: Path, *, overlap: bool = True, cache: int = 0) -> Settings:
