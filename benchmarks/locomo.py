@@ -24,6 +24,8 @@ when; ``-expansion`` the neighbour expansion; ``-substance`` the lowering of mem
 that only ask or are terse; ``-speakers`` the favour of the named speaker and the
 search without speakers' names; ``-window-list`` only the window's own list;
 ``-gate`` the relevance floor as a gate (every candidate held to the full floor).
+``router-dated-lowered`` lowers a terse or asking memory that names a day for a
+question about when too, as the router did before issue 18's fifth part.
 ``router-favours-first`` applies the favours (window, dated, speaker) before the
 neighbour expansion, as the router did before issue 18's fourth part (a hit's favour
 handed on to its neighbours, none of their own).
@@ -114,13 +116,14 @@ def _planner(**off: Any) -> Callable[[str, datetime], Plan]:
     return lambda query, now: replace(route_plan(query, now), **off)
 
 
-_NO_SUBSTANCE: dict[str, Any] = {"asks_factor": 1.0, "terse_factor": 1.0}
+_NO_SUBSTANCE: dict[str, Any] = {"asks_factor": 1.0, "terse_factor": 1.0, "dated_substance": False}
 _NO_SPEAKERS: dict[str, Any] = {"speaker_boost": 0.0, "speaker_labels": 0}
 ROUTES: dict[str, Any] = {
     "router": True,
     "router-no-time": _planner(window_boost=0.0, dated_boost=0.0, dated_hits=0),
     "router-no-expansion": _planner(expand_hits=0),
     "router-no-substance": _planner(**_NO_SUBSTANCE),
+    "router-dated-lowered": _planner(dated_substance=False),
     "router-no-speakers": _planner(**_NO_SPEAKERS),
     "router-no-window-list": _planner(dated_hits=0),
     "router-no-gate": _planner(answered_floor=None),

@@ -11,6 +11,8 @@
   of its content), or said by someone the question names (models/router.py);
 - substance: a memory that only asks, or says almost nothing, has its score lowered
   after the expansion (models/substance.py), so it still hands its score on first;
+  for a question about when, not one that names a day ("Alright, see you tomorrow!"
+  says when, however short);
 - latest state: each memory is replaced by the head of its Updates chain.
 
 Each step takes and returns ranked lists (models/ranking.py); rows are the node rows
@@ -200,15 +202,19 @@ def expand(odb: OrchestratorDB, ranked: list[Ranked], plan: Plan,
 def weigh_substance(odb: OrchestratorDB, ranked: list[Ranked], rows: Mapping[str, Row],
                     plan: Plan) -> list[Ranked]:
     """Lower the score of a memory that asks (x asks factor) or is terse (x terse factor);
-    the contents of neighbours the expansion added are read here."""
+    the contents of neighbours the expansion added are read here. With
+    ``dated_substance``, a question about when (a window, or the dated favour) keeps the
+    score of a memory whose content names a day: short or asking, it still says when."""
     factors = {Kind.ASKS: plan.asks_factor, Kind.TERSE: plan.terse_factor, Kind.STATES: 1.0}
     if all(f == 1.0 for f in factors.values()) or not ranked:
         return ranked
     texts = {m: row[_CONTENT] for m, row in rows.items()}
     texts |= recall_reads.contents(odb, [r.memory_id for r in ranked if r.memory_id not in texts])
+    when = plan.dated_substance and (plan.window is not None or plan.dated_boost > 0)
+    kept = {m for m, row in rows.items() if row[_REFS]} if when else set()
     out = []
     for r in ranked:
-        factor = factors[kind(texts.get(r.memory_id, ""))]
+        factor = 1.0 if r.memory_id in kept else factors[kind(texts.get(r.memory_id, ""))]
         # x * 1.0 is x: most memories state something and keep their object
         out.append(r if factor == 1.0 else replace(r, score=r.score * factor))
     return sorted(out, key=lambda r: (-r.score, r.memory_id))

@@ -89,6 +89,10 @@ class Plan:
     #: terse (a few words) is multiplied by these (models/substance.py; 1: off).
     asks_factor: float = 1.0
     terse_factor: float = 1.0
+    #: For a question about when (a window or the dated favour): a memory whose
+    #: content names a day keeps its score through substance ("Alright, see you
+    #: tomorrow!" is terse but says when).
+    dated_substance: bool = False
     #: The capitalised words of the question (models/speakers.py): a memory whose
     #: speaker is one of them has its score multiplied by 1 + speaker boost.
     names: tuple[str, ...] = ()
@@ -121,6 +125,7 @@ class Plan:
                 "answerShare": self.answer_share,
                 "sessionRadius": self.session_radius,
                 "asksFactor": self.asks_factor, "terseFactor": self.terse_factor,
+                "datedSubstance": self.dated_substance,
                 "names": list(self.names), "speakerBoost": self.speaker_boost,
                 "speakerLabels": self.speaker_labels, "speakers": list(self.speakers),
                 "datedHits": self.dated_hits, "datedAfterDays": self.dated_after_days,
@@ -182,7 +187,7 @@ def plan(query: str, now: datetime) -> Plan:
     return Plan(intent=intent, window=span, window_phrases=tuple(r.text for r in refs),
                 window_boost=boost if span else 0.0, dated_boost=0.0 if span else dated,
                 expand_hits=hits, expand_share=share, answer_share=ANSWER_SHARE,
-                asks_factor=ASKS_FACTOR, terse_factor=TERSE_FACTOR,
+                asks_factor=ASKS_FACTOR, terse_factor=TERSE_FACTOR, dated_substance=True,
                 names=named(query), speaker_boost=SPEAKER_BOOST,
                 speaker_labels=SPEAKER_LABELS, dated_hits=DATED_HITS if span else 0,
                 dated_after_days=DATED_AFTER_DAYS, answered_floor=ANSWERED_FLOOR,

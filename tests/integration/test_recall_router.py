@@ -201,3 +201,31 @@ def test_a_question_about_nothing_stored_still_gets_nothing(databases: Databases
     transcript(odb, embedder, FILLER)
     for query in ("How do BGP route reflectors scale?", "What is the melting point of tungsten?"):
         assert recall(ORCH, query, databases=databases, now=NOW, route=True).nodes == []
+
+
+def test_a_terse_turn_that_names_a_day_is_not_lowered_for_a_question_about_when(
+        databases: Databases, embedder: Embedder) -> None:
+    odb = databases.open(ORCH)
+    ids = transcript(odb, embedder, [
+        *FILLER, "Joanna: Can I come over sometime and watch you play with your turtles?",
+        "Nate: Sure! I'll give the turtles a bath before you get here.",
+        "Joanna: Alright, see you tomorrow!"])
+    tomorrow = ids[-1]
+    query = "When did Joanna plan to visit Nate and his turtles?"
+    kept = recall(ORCH, query, databases=databases, now=NOW, route=True)
+    lowered = recall(ORCH, query, databases=databases, now=NOW,
+                     route=lambda q, now: replace(plan(q, now), dated_substance=False))
+    assert kept.plan is not None and kept.plan["intent"] == "entity_time"
+    assert kept.plan["datedSubstance"] is True and kept.plan["datedBoost"] > 0
+    # Terse (3 words after the label) but dated: "tomorrow" is one of its timeRefs.
+    assert score(kept, tomorrow) == pytest.approx(score(lowered, tomorrow)
+                                                  / kept.plan["terseFactor"])
+    assert kept.memory_ids.index(tomorrow) < lowered.memory_ids.index(tomorrow)
+    # A question not about when is answered as before.
+    what = "What did Joanna plan to do with Nate and his turtles?"
+    plain = recall(ORCH, what, databases=databases, now=NOW, route=True)
+    off = recall(ORCH, what, databases=databases, now=NOW,
+                 route=lambda q, now: replace(plan(q, now), dated_substance=False))
+    assert plain.plan is not None and plain.plan["datedBoost"] == 0
+    assert [(n.memory.memory_id, n.scores.score) for n in plain.nodes] == [
+        (n.memory.memory_id, n.scores.score) for n in off.nodes]

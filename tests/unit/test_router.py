@@ -81,3 +81,10 @@ def test_a_plan_favours_after_its_expansion() -> None:
 def test_only_a_question_with_a_window_gets_a_window_list() -> None:
     assert plan("Where did Joanna travel to in July 2022?", NOW).dated_hits > 0
     assert plan("Where did Joanna travel to?", NOW).dated_hits == 0
+
+
+def test_a_plan_keeps_dated_memories_through_substance() -> None:
+    # weigh_substance applies it only to a question about when (tests/unit/test_validity.py)
+    p = plan("When did Caroline move?", NOW)
+    assert p.dated_substance and p.dated_boost > 0
+    assert p.dump()["datedSubstance"] is True

@@ -1,15 +1,17 @@
-"""The as-of test, the as_of check and the time window's favour (pure functions)."""
+"""The as-of test, the as_of check, the time window's favour and substance for a question
+about when (pure functions)."""
 
 from __future__ import annotations
 
 import json
 from datetime import UTC, date, datetime, timedelta
+from typing import Any
 
 import pytest
 
 from orchmem.config import MemoryValidationError
 from orchmem.models.ranking import Modifiers, Ranked
-from orchmem.models.recall_time import boost_window, in_window
+from orchmem.models.recall_time import boost_window, in_window, weigh_substance
 from orchmem.models.router import Intent, Plan
 from orchmem.models.storage import recall_reads
 from orchmem.models.validity import check_as_of, valid_at
@@ -49,10 +51,11 @@ def test_check_as_of() -> None:
         assert caught.value.errors[0]["path"] == "as_of"
 
 
-def row(created: str, valid_from: str | None = None, refs: list[dict[str, str]] | None = None
-        ) -> tuple[object, ...]:
+def row(created: str, valid_from: str | None = None, refs: list[dict[str, str]] | None = None,
+        content: str = "") -> tuple[object, ...]:
     cells: list[object] = [None] * (recall_reads.TIME_REFS + 1)
     cells[recall_reads.CREATED_AT], cells[recall_reads.VALID_FROM] = created, valid_from
+    cells[recall_reads.CONTENT] = content
     cells[recall_reads.TIME_REFS] = json.dumps(refs) if refs else None
     return tuple(cells)
 
@@ -81,3 +84,21 @@ def test_a_window_favours_what_it_covers_and_a_when_question_what_is_dated() -> 
     when = Plan(Intent.ENTITY_TIME, dated_boost=0.3)
     assert [r.memory_id for r in boost_window(items, rows, when)] == ["dated", "out", "in"]
     assert boost_window(items, rows, Plan(Intent.SEMANTIC)) == items
+
+
+def test_a_question_about_when_keeps_a_terse_memory_that_names_a_day() -> None:
+    tomorrow = [{"text": "tomorrow", "from": "2024-05-11", "to": "2024-05-11"}]
+    rows = {"dated": row(T, refs=tomorrow, content="Joanna: Alright, see you tomorrow!"),
+            "terse": row(T, content="Joanna: Alright, see you!"),
+            "states": row(T, content="Nate: I will give the turtles a bath before you come.")}
+    items = [ranked("dated", 1.0), ranked("terse", 0.9), ranked("states", 0.8)]
+    odb: Any = None  # every content is in rows: nothing is read
+    shape = {"asks_factor": 0.6, "terse_factor": 0.6, "dated_substance": True}
+    when = weigh_substance(odb, items, rows, Plan(Intent.ENTITY_TIME, dated_boost=0.3, **shape))
+    assert [(r.memory_id, r.score) for r in when] == [
+        ("dated", 1.0), ("states", 0.8), ("terse", pytest.approx(0.54))]
+    # Not a question about when, or the rule off: a terse memory is lowered, dated or not.
+    for other in (Plan(Intent.SEMANTIC, **shape),
+                  Plan(Intent.ENTITY_TIME, dated_boost=0.3, asks_factor=0.6, terse_factor=0.6)):
+        assert [r.memory_id for r in weigh_substance(odb, items, rows, other)] == [
+            "states", "dated", "terse"]
