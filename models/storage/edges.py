@@ -19,6 +19,7 @@ from ..schema import (
 from .database import OrchestratorDB
 from .events import add_event
 from .insights import CONFLICT, open_insight
+from .memories import exists
 from .statements import run
 from .tables import (
     MemoryEdgeRow,
@@ -35,7 +36,7 @@ def insert_edge(odb: OrchestratorDB, edge: EdgeInput, *, from_id: str, to_id: st
     """Create (or keep) an edge between two memories of this orchestrator."""
     for end in (from_id, to_id):
         check_memory_id(end, odb.orchestrator_id, where="edge")
-        if run("SELECT 1 FROM memories WHERE memory_id = ?", (end,)).fetchone() is None:
+        if not exists(end):
             raise MemoryNotFound(f"edge end {end} is not a memory of {odb.orchestrator_id!r}")
     edge_id = derive_id("e", odb.orchestrator_id, from_id, to_id, edge.edge_type.value)
     # Fixed text (.statements): a supersede links on every write-back that restates.

@@ -303,13 +303,8 @@ def set_status(stored: StoredMemory, status: Status, *, reason: str | None, acto
     one (``by``) became true, unless it already had one.
     """
     closed = close_window(stored.memory_id, by) if status == Status.SUPERSEDED else None
-    now = format_ts(utc_now())
-    if closed:
-        run("UPDATE memories SET status = ?, updated_at = ?, valid_to = ? WHERE memory_id = ?",
-            (status.value, now, closed, stored.memory_id))
-    else:
-        run("UPDATE memories SET status = ?, updated_at = ? WHERE memory_id = ?",
-            (status.value, now, stored.memory_id))
+    run("UPDATE memories SET status = ?, updated_at = ?, valid_to = COALESCE(?, valid_to) "
+        "WHERE memory_id = ?", (status.value, format_ts(utc_now()), closed, stored.memory_id))
     op = {Status.SUPERSEDED: "supersede", Status.RETRACTED: "retract",
           Status.ACTIVE: "reactivate"}[status]
     add_event(op, [stored.memory_id, *([by] if by else [])], before={"status": stored.status},
