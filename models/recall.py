@@ -238,6 +238,8 @@ class _TextSide:
     window: list[str]
     watermark: dict[str, Any]
     lagging: list[str]
+    #: The vector index, refreshed in the snapshot ahead of the vector, or None.
+    index: vectors.VectorIndex | None = None
 
 
 def _text_side(odb: OrchestratorDB, search: _Search, ahead: bool) -> _TextSide:
@@ -257,7 +259,15 @@ def _text_side(odb: OrchestratorDB, search: _Search, ahead: bool) -> _TextSide:
     first = {h.memory_id for h in hits[:search.limit]}
     made = recall_reads.nodes([i.row for i in inputs if i.memory_id in first],
                               odb.orchestrator_id)
-    return _TextSide(hits, inputs, _features(odb, inputs), made, window, mark, lagging)
+    return _TextSide(hits, inputs, _features(odb, inputs), made, window, mark, lagging,
+                     _index_ahead(odb) if ahead else None)
+
+
+def _index_ahead(odb: OrchestratorDB) -> vectors.VectorIndex | None:
+    """The vector index of the loaded embedder, refreshed in this snapshot, so that the
+    vector side does not wait on that statement (None: no embedder loaded)."""
+    embedder = loaded_embedder(odb.settings.embedding)
+    return vectors.index_for(odb, embedder.version, embedder.dim) if embedder else None
 
 
 def _check_request(databases: Databases, orchestrator_id: str, query: object,
@@ -330,16 +340,21 @@ def _answer(odb: OrchestratorDB, search: _Search, text: _TextSide,
     text_ids = [h.memory_id for h in text_hits]
     vector_hits: list[vectors.VectorHit] = []
     vector_available = encoded is not None
+    index = text.index
     if encoded is not None:
-        vector_hits, vector_available = _vector_side(odb, encoded, search, warnings)
+        # The helper's index when it is the query vector's: one refresh per recall.
+        index = vectors.current(odb, index, encoded[1], int(encoded[0].shape[0]))
+        vector_hits, vector_available = _vector_side(odb, encoded, search, warnings, index)
     vector_ids = [h.memory_id for h in vector_hits]
     cosines = {h.memory_id: h.cosine for h in vector_hits}
-    window = dated(odb, search.asked.plan, encoded if vector_available else None, text.window)
+    window = dated(odb, search.asked.plan, encoded if vector_available else None, text.window,
+                   index)
     cosines.update(window)
     floor = None
     if encoded is not None and vector_available and search.params.min_similarity > 0:
         cosines.update(vectors.similarities(odb, encoded[0], embedder=encoded[1],
-                                            ids=[m for m in text_ids if m not in cosines]))
+                                            ids=[m for m in text_ids if m not in cosines],
+                                            index=index))
         # A memory of the asked days is held to full text's lower bar.
         floor = relevance_floor(cosines, {*text_ids, *window}, search.params)
         lower = search.asked.plan.answered_floor if search.asked.plan else None
@@ -401,7 +416,8 @@ def relevance_floor(cosines: dict[str, float], text_ids: set[str],
 
 
 def _vector_side(odb: OrchestratorDB, encoded: Encoded, search: _Search,
-                 warnings: list[str]) -> tuple[list[vectors.VectorHit], bool]:
+                 warnings: list[str], index: vectors.VectorIndex
+                 ) -> tuple[list[vectors.VectorHit], bool]:
     query_vector, version = encoded
 
     def keep(ids: list[str]) -> set[str]:
@@ -409,7 +425,7 @@ def _vector_side(odb: OrchestratorDB, encoded: Encoded, search: _Search,
 
     hits, total = vectors.search(odb, query_vector, embedder=version,
                                  limit=search.params.top_k_vector, keep=keep,
-                                 within=search.within)
+                                 within=search.within, index=index)
     if total == 0:
         warnings.append(f"no embeddings yet for {version}; answered from full text")
         return [], False

@@ -276,17 +276,28 @@ def index_for(odb: OrchestratorDB, embedder: str, dim: int) -> VectorIndex:
     return index
 
 
+def current(odb: OrchestratorDB, index: VectorIndex | None, embedder: str,
+             dim: int) -> VectorIndex:
+    """``index`` when it is the one for ``embedder`` and ``dim`` (refreshed by the caller
+    in this snapshot), else :func:`index_for`."""
+    if index is not None and index.embedder == embedder and index.dim == dim:
+        return index
+    return index_for(odb, embedder, dim)
+
+
 def search(odb: OrchestratorDB, query: np.ndarray, *, embedder: str, limit: int,
            keep: Callable[[list[str]], set[str]] | None = None,
-           within: Sequence[str] | None = None) -> tuple[list[VectorHit], int]:
+           within: Sequence[str] | None = None,
+           index: VectorIndex | None = None) -> tuple[list[VectorHit], int]:
     """The top ``limit`` hits, ordered by cosine then memoryId, and the vectors searched.
 
     ``keep`` filters candidate ids (status, type: one SQL query per window); the window
     over-fetches and widens until ``limit`` hits pass or every vector was looked at.
     ``within`` restricts the search to those memoryIds. Inside the caller's ``odb.read()``
-    the refresh and every ``keep`` query see that one snapshot.
+    the refresh and every ``keep`` query see that one snapshot. ``index``: the one
+    :func:`index_for` gave in this snapshot (no second refresh), if the caller has it.
     """
-    index = index_for(odb, embedder, int(query.shape[0]))
+    index = current(odb, index, embedder, int(query.shape[0]))
     with index.lock:
         total = len(index)
         if within is not None:
@@ -312,11 +323,12 @@ def search(odb: OrchestratorDB, query: np.ndarray, *, embedder: str, limit: int,
 
 
 def similarities(odb: OrchestratorDB, query: np.ndarray, *, embedder: str,
-                 ids: Sequence[str]) -> dict[str, float]:
-    """The cosine of ``query`` with each of ``ids`` that has a vector of ``embedder``."""
+                 ids: Sequence[str], index: VectorIndex | None = None) -> dict[str, float]:
+    """The cosine of ``query`` with each of ``ids`` that has a vector of ``embedder``
+    (``index`` as :func:`search` takes it)."""
     if not ids:
         return {}
-    index = index_for(odb, embedder, int(query.shape[0]))
+    index = current(odb, index, embedder, int(query.shape[0]))
     with index.lock:
         present = sorted({m for m in ids if m in index.positions})
         if not present:
