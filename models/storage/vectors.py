@@ -315,11 +315,30 @@ def search(odb: OrchestratorDB, query: np.ndarray, *, embedder: str, limit: int,
             hits = index.top(query, window)
             if keep is None:
                 return hits[:limit], total
-            passing = keep([h.memory_id for h in hits])
-            kept = [h for h in hits if h.memory_id in passing]
+            kept = _kept(hits, keep, limit)
             if len(kept) >= limit or window >= total:
-                return kept[:limit], total
+                return kept, total
             window *= 4
+
+
+#: ``keep`` is first asked about the hits that could fill the answer and this many more.
+KEEP_SLACK = 16
+
+
+def _kept(hits: list[VectorHit], keep: Callable[[list[str]], set[str]],
+          limit: int) -> list[VectorHit]:
+    """The first ``limit`` of ``hits`` that ``keep`` passes. It is asked in turns, each
+    about as many hits as are still missing and :data:`KEEP_SLACK` more: when most
+    pass (the usual case) one question about ``limit + KEEP_SLACK`` ids instead of the
+    whole over-fetched window (its cost is per id: 0.3-0.4 ms for 116 ids)."""
+    kept: list[VectorHit] = []
+    checked = 0
+    while checked < len(hits) and len(kept) < limit:
+        turn = hits[checked:checked + limit - len(kept) + KEEP_SLACK]
+        passing = keep([h.memory_id for h in turn])
+        kept += [h for h in turn if h.memory_id in passing]
+        checked += len(turn)
+    return kept[:limit]
 
 
 def similarities(odb: OrchestratorDB, query: np.ndarray, *, embedder: str,
