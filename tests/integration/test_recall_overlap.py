@@ -14,6 +14,7 @@ import pytest
 from orchmem_testing import make_settings, unique_id
 
 from orchmem.config import Settings, StorageError
+from orchmem.models.edits import Forget, Supersede, apply_edit
 from orchmem.models.embedding import Embedder
 from orchmem.models.overlap import Overlap
 from orchmem.models.recall import recall
@@ -161,3 +162,36 @@ def test_the_client_stops_its_helper_threads_on_close(
     assert not any(t.is_alive() for t in helpers)
     assert client.recall("green tea", wait_for_writes=False).nodes  # usable again
     client.close()
+
+
+def test_overlapped_recalls_see_every_write_made_between_them(
+        tmp_path: Path, embedder: Embedder) -> None:
+    # The helper refreshes the vector index ahead of the vector (models/recall.py
+    # _index_ahead); the vector side must then answer from that refresh, never a stale one.
+    databases = Databases(settings(tmp_path))
+    odb = databases.open("fresh")
+    seed(odb, embedder)
+    question = "Which bakery sells the rye sourdough?"
+    assert recall("fresh", question, databases=databases, now=NOW).memory_ids == []
+    bakery = "Hoffmann's bakery on Elm Street sells the best rye sourdough"
+    write_memories(odb, key="bakery", task="t", memories=[validate(
+        MemoryInput, {"type": "Fact", "source": MANUAL, "content": bakery},
+        workspace=odb.workspace)], vectors=[embedder.encode_one(bakery)],
+        embedder=embedder.version)
+    found = recall("fresh", question, databases=databases, now=NOW)
+    first = found.memory_ids[0]
+    assert found.nodes[0].memory.content == bakery
+    assert found.nodes[0].scores.vector_rank == 1  # the vector side found it too
+    moved = "The rye sourdough is now sold by the Elm Street market stall"
+    apply_edit(odb, Supersede(op="supersede", memory_id=first, content=moved),
+               key="moved", task="edit")
+    after = recall("fresh", question, databases=databases, now=NOW)
+    assert first not in after.memory_ids
+    newer = [n.memory for n in after.nodes if n.memory.content == moved]
+    assert newer, after.memory_ids
+    apply_edit(odb, Forget(op="forget", memory_id=newer[0].memory_id, hard=True),
+               key="gone", task="edit")
+    gone = recall("fresh", question, databases=databases, now=NOW)
+    assert newer[0].memory_id not in gone.memory_ids and first not in gone.memory_ids
+    assert databases.overlap.running  # every recall above ran the model beside the helper
+    databases.close_all()
