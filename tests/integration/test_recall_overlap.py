@@ -20,6 +20,7 @@ from orchmem.models.overlap import Overlap
 from orchmem.models.recall import recall
 from orchmem.models.schema import MemoryInput, validate
 from orchmem.models.storage.database import Databases, OrchestratorDB
+from orchmem.models.storage.validity_columns import has_time
 from orchmem.models.writeback import write_memories
 from orchmem.worker import MemoryClient
 
@@ -134,6 +135,34 @@ def test_a_borrowed_connection_reads_the_lenders_snapshot(
     assert odb.sql(count)[0][0] == len(CONTENTS) + 1  # a new snapshot sees the write
     with pytest.raises(RuntimeError, match="open snapshot"):
         odb.borrowing(lambda: None)
+    databases.close_all()
+
+
+def test_a_snapshot_asks_the_files_columns_once_and_lends_the_answer(
+        tmp_path: Path, embedder: Embedder) -> None:
+    databases = Databases(settings(tmp_path))
+    odb = databases.open("memo")
+    seed(odb, embedder)
+    asked: list[str] = []
+    odb.db.connection().set_trace_callback(
+        lambda statement: asked.append(statement) if "pragma_table_info" in statement else None)
+    with odb.snapshot(), databases.overlap.helper() as helper:
+        assert helper is not None
+        assert has_time(odb) and has_time(odb)
+        assert helper.run(odb.borrowing(lambda: has_time(odb))).result()
+        with odb.snapshot():  # nested: the same snapshot, the same answer
+            assert has_time(odb)
+    assert len(asked) == 1
+    assert odb.memo() is None  # gone with the snapshot: the next one asks again
+    with odb.snapshot():
+        assert has_time(odb)
+    assert has_time(odb)  # outside a snapshot: asked every time
+    assert len(asked) == 3
+    # a job run on the lender's own thread (the helpers shut down) leaves its memo alone
+    with odb.snapshot():
+        memo = odb.memo()
+        odb.borrowing(lambda: has_time(odb))()
+        assert odb.memo() is memo
     databases.close_all()
 
 
