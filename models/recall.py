@@ -356,13 +356,12 @@ def _answer(odb: OrchestratorDB, search: _Search, text: _TextSide,
                                             ids=[m for m in text_ids if m not in cosines],
                                             index=index))
         # A memory of the asked days is held to full text's lower bar.
-        floor = relevance_floor(cosines, {*text_ids, *window}, search.params)
+        found_by_text = {*text_ids, *window}
+        floor = relevance_floor(cosines, found_by_text, search.params)
         lower = search.asked.plan.answered_floor if search.asked.plan else None
         if lower is not None:  # the router's plan: the floor as a gate (recall_time.py)
-            floor = gate_floor(floor, relevance_floor(
-                cosines, {*text_ids, *window}, search.params.model_copy(update={
-                    "min_similarity": lower[0], "min_similarity_text": lower[1]})),
-                {*vector_ids, *text_ids, *window})
+            floor = gate_floor(floor, relevance_floor(cosines, found_by_text, search.params,
+                                                      lower), {*vector_ids, *found_by_text})
     read = {i.memory_id for i in text.inputs}
     more = recall_reads.rank_inputs(
         odb, [m for m in {*vector_ids, *text_ids, *window} if m not in read])
@@ -398,20 +397,22 @@ def _admit(odb: OrchestratorDB, search: _Search, ids: list[str]) -> set[str]:
 
 
 def relevance_floor(cosines: dict[str, float], text_ids: set[str],
-                    params: RetrievalSettings) -> Callable[[str], bool]:
+                    params: RetrievalSettings,
+                    floors: tuple[float, float] | None = None) -> Callable[[str], bool]:
     """Whether a candidate is relevant enough to return (README "Relevance floor").
 
     Its cosine similarity to the query must reach ``min_similarity``, or, when full-text
-    search found it too, ``min_similarity_text``. A memory with no vector yet is kept
-    when full text found it. ``min_similarity`` 0 turns the floor off (the caller's
-    test): cosines can be negative.
+    search found it too, ``min_similarity_text`` (``floors`` gives both instead: the
+    plan's lower floor). A memory with no vector yet is kept when full text found it.
+    ``min_similarity`` 0 turns the floor off (the caller's test): cosines can be negative.
     """
+    alone, with_text = floors or (params.min_similarity, params.min_similarity_text)
+
     def keep(memory_id: str) -> bool:
         cosine = cosines.get(memory_id)
         if cosine is None:
             return memory_id in text_ids
-        return cosine >= params.min_similarity or (
-            memory_id in text_ids and cosine >= params.min_similarity_text)
+        return cosine >= alone or (memory_id in text_ids and cosine >= with_text)
     return keep
 
 
