@@ -238,6 +238,8 @@ class _TextSide:
     window: list[str]
     watermark: dict[str, Any]
     lagging: list[str]
+    #: The vector index, refreshed in the snapshot ahead of the vector, or None.
+    index: vectors.VectorIndex | None = None
 
 
 def _text_side(odb: OrchestratorDB, search: _Search, ahead: bool) -> _TextSide:
@@ -257,7 +259,15 @@ def _text_side(odb: OrchestratorDB, search: _Search, ahead: bool) -> _TextSide:
     first = {h.memory_id for h in hits[:search.limit]}
     made = recall_reads.nodes([i.row for i in inputs if i.memory_id in first],
                               odb.orchestrator_id)
-    return _TextSide(hits, inputs, _features(odb, inputs), made, window, mark, lagging)
+    return _TextSide(hits, inputs, _features(odb, inputs), made, window, mark, lagging,
+                     _index_ahead(odb) if ahead else None)
+
+
+def _index_ahead(odb: OrchestratorDB) -> vectors.VectorIndex | None:
+    """The vector index of the loaded embedder, refreshed in this snapshot, so that the
+    vector side does not wait on that statement (None: no embedder loaded)."""
+    embedder = loaded_embedder(odb.settings.embedding)
+    return vectors.index_for(odb, embedder.version, embedder.dim) if embedder else None
 
 
 def _check_request(databases: Databases, orchestrator_id: str, query: object,
@@ -330,24 +340,28 @@ def _answer(odb: OrchestratorDB, search: _Search, text: _TextSide,
     text_ids = [h.memory_id for h in text_hits]
     vector_hits: list[vectors.VectorHit] = []
     vector_available = encoded is not None
+    index = text.index
     if encoded is not None:
-        vector_hits, vector_available = _vector_side(odb, encoded, search, warnings)
+        # The helper's index when it is the query vector's: one refresh per recall.
+        index = vectors.current(odb, index, encoded[1], int(encoded[0].shape[0]))
+        vector_hits, vector_available = _vector_side(odb, encoded, search, warnings, index)
     vector_ids = [h.memory_id for h in vector_hits]
     cosines = {h.memory_id: h.cosine for h in vector_hits}
-    window = dated(odb, search.asked.plan, encoded if vector_available else None, text.window)
+    window = dated(odb, search.asked.plan, encoded if vector_available else None, text.window,
+                   index)
     cosines.update(window)
     floor = None
     if encoded is not None and vector_available and search.params.min_similarity > 0:
         cosines.update(vectors.similarities(odb, encoded[0], embedder=encoded[1],
-                                            ids=[m for m in text_ids if m not in cosines]))
+                                            ids=[m for m in text_ids if m not in cosines],
+                                            index=index))
         # A memory of the asked days is held to full text's lower bar.
-        floor = relevance_floor(cosines, {*text_ids, *window}, search.params)
+        found_by_text = {*text_ids, *window}
+        floor = relevance_floor(cosines, found_by_text, search.params)
         lower = search.asked.plan.answered_floor if search.asked.plan else None
         if lower is not None:  # the router's plan: the floor as a gate (recall_time.py)
-            floor = gate_floor(floor, relevance_floor(
-                cosines, {*text_ids, *window}, search.params.model_copy(update={
-                    "min_similarity": lower[0], "min_similarity_text": lower[1]})),
-                {*vector_ids, *text_ids, *window})
+            floor = gate_floor(floor, relevance_floor(cosines, found_by_text, search.params,
+                                                      lower), {*vector_ids, *found_by_text})
     read = {i.memory_id for i in text.inputs}
     more = recall_reads.rank_inputs(
         odb, [m for m in {*vector_ids, *text_ids, *window} if m not in read])
@@ -383,25 +397,28 @@ def _admit(odb: OrchestratorDB, search: _Search, ids: list[str]) -> set[str]:
 
 
 def relevance_floor(cosines: dict[str, float], text_ids: set[str],
-                    params: RetrievalSettings) -> Callable[[str], bool]:
+                    params: RetrievalSettings,
+                    floors: tuple[float, float] | None = None) -> Callable[[str], bool]:
     """Whether a candidate is relevant enough to return (README "Relevance floor").
 
     Its cosine similarity to the query must reach ``min_similarity``, or, when full-text
-    search found it too, ``min_similarity_text``. A memory with no vector yet is kept
-    when full text found it. ``min_similarity`` 0 turns the floor off (the caller's
-    test): cosines can be negative.
+    search found it too, ``min_similarity_text`` (``floors`` gives both instead: the
+    plan's lower floor). A memory with no vector yet is kept when full text found it.
+    ``min_similarity`` 0 turns the floor off (the caller's test): cosines can be negative.
     """
+    alone, with_text = floors or (params.min_similarity, params.min_similarity_text)
+
     def keep(memory_id: str) -> bool:
         cosine = cosines.get(memory_id)
         if cosine is None:
             return memory_id in text_ids
-        return cosine >= params.min_similarity or (
-            memory_id in text_ids and cosine >= params.min_similarity_text)
+        return cosine >= alone or (memory_id in text_ids and cosine >= with_text)
     return keep
 
 
 def _vector_side(odb: OrchestratorDB, encoded: Encoded, search: _Search,
-                 warnings: list[str]) -> tuple[list[vectors.VectorHit], bool]:
+                 warnings: list[str], index: vectors.VectorIndex
+                 ) -> tuple[list[vectors.VectorHit], bool]:
     query_vector, version = encoded
 
     def keep(ids: list[str]) -> set[str]:
@@ -409,7 +426,7 @@ def _vector_side(odb: OrchestratorDB, encoded: Encoded, search: _Search,
 
     hits, total = vectors.search(odb, query_vector, embedder=version,
                                  limit=search.params.top_k_vector, keep=keep,
-                                 within=search.within)
+                                 within=search.within, index=index)
     if total == 0:
         warnings.append(f"no embeddings yet for {version}; answered from full text")
         return [], False

@@ -131,13 +131,14 @@ def window_candidates(odb: OrchestratorDB, plan: Plan | None, statuses: list[str
 
 
 def dated(odb: OrchestratorDB, plan: Plan | None, encoded: tuple[Any, str] | None,
-          candidates: list[str]) -> dict[str, float]:
+          candidates: list[str], index: vectors.VectorIndex | None = None) -> dict[str, float]:
     """The plan's window list: the best ``dated_hits`` of its ``candidates``
     (:func:`window_candidates`) by cosine with the query vector (``encoded``: vector,
-    embedder)."""
+    embedder; ``index`` as vectors.similarities takes it)."""
     if plan is None or not candidates or encoded is None:
         return {}
-    cosines = vectors.similarities(odb, encoded[0], embedder=encoded[1], ids=candidates)
+    cosines = vectors.similarities(odb, encoded[0], embedder=encoded[1], ids=candidates,
+                                   index=index)
     best = sorted(cosines, key=lambda m: (-cosines[m], m))[:plan.dated_hits]
     return {m: cosines[m] for m in best}
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
+from itertools import islice
 
 from .speakers import LABEL
 
@@ -36,9 +37,13 @@ class Kind(StrEnum):
 
 def kind(content: str) -> Kind:
     """Whether ``content`` asks (ends with a question mark), is terse, or states."""
-    body = _SHARED.sub("", LABEL.sub("", content[:MAX_SCAN_CHARS], count=1)).strip()
+    body = LABEL.sub("", content[:MAX_SCAN_CHARS], count=1).rstrip()
+    if body.endswith("]"):  # the only way a shared-image note can end it
+        body = _SHARED.sub("", body)
+    body = body.strip()
     if body.endswith("?"):
         return Kind.ASKS
-    if len(_WORD.findall(body)) < TERSE_WORDS:
+    # Recall asks this of every candidate: count words only up to the threshold.
+    if len(list(islice(_WORD.finditer(body), TERSE_WORDS))) < TERSE_WORDS:
         return Kind.TERSE
     return Kind.STATES

@@ -164,7 +164,19 @@ class OrchestratorDB:
         (:meth:`bound`)."""
         self._not_borrowing()
         with sqlite_errors(self), self.db.atomic():
-            yield
+            outer = self.memo()
+            if outer is None:
+                self._local.memo = {}
+            try:
+                yield
+            finally:
+                self._local.memo = outer
+
+    def memo(self) -> dict[str, Any] | None:
+        """Inside a :meth:`snapshot` (or a job borrowing it), a dict for what cannot
+        change within one snapshot (the file's columns: a read transaction sees one
+        schema), kept until the snapshot ends; elsewhere None."""
+        return getattr(self._local, "memo", None)
 
     def sql(self, query: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """Run one read query and fetch all rows (no table binding needed); on a thread
@@ -187,13 +199,18 @@ class OrchestratorDB:
         if not self.db.in_transaction():
             raise RuntimeError("borrowing() needs this thread's open snapshot()")
         connection = self.db.connection()
+        memo = self.memo()
 
         def run() -> T:
+            # On a helper, or on this very thread when the helpers were shut down.
+            own = self.memo()
             self._local.lent = connection
+            self._local.memo = memo
             try:
                 return job()
             finally:
                 del self._local.lent
+                self._local.memo = own
         return run
 
     def _not_borrowing(self) -> None:

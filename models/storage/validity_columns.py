@@ -42,8 +42,15 @@ def has_time(odb: OrchestratorDB) -> bool:
     """True when ``odb``'s file has the time columns (one small read, no binding).
 
     The table is asked, not ``meta``: inside a migration's transaction the columns
-    come and go before the version is written."""
-    return bool(odb.sql(_HAS_TIME))
+    come and go before the version is written. Inside a snapshot it is asked once
+    (:meth:`OrchestratorDB.memo`): recall read it up to five times."""
+    memo = odb.memo()
+    if memo is None:
+        return bool(odb.sql(_HAS_TIME))
+    found = memo.get(_HAS_TIME)
+    if found is None:
+        found = memo[_HAS_TIME] = bool(odb.sql(_HAS_TIME))
+    return bool(found)
 
 
 def validity_columns(memory: MemoryInput) -> dict[str, Any]:

@@ -14,11 +14,13 @@ import pytest
 from orchmem_testing import make_settings, unique_id
 
 from orchmem.config import Settings, StorageError
+from orchmem.models.edits import Forget, Supersede, apply_edit
 from orchmem.models.embedding import Embedder
 from orchmem.models.overlap import Overlap
 from orchmem.models.recall import recall
 from orchmem.models.schema import MemoryInput, validate
 from orchmem.models.storage.database import Databases, OrchestratorDB
+from orchmem.models.storage.validity_columns import has_time
 from orchmem.models.writeback import write_memories
 from orchmem.worker import MemoryClient
 
@@ -136,6 +138,34 @@ def test_a_borrowed_connection_reads_the_lenders_snapshot(
     databases.close_all()
 
 
+def test_a_snapshot_asks_the_files_columns_once_and_lends_the_answer(
+        tmp_path: Path, embedder: Embedder) -> None:
+    databases = Databases(settings(tmp_path))
+    odb = databases.open("memo")
+    seed(odb, embedder)
+    asked: list[str] = []
+    odb.db.connection().set_trace_callback(
+        lambda statement: asked.append(statement) if "pragma_table_info" in statement else None)
+    with odb.snapshot(), databases.overlap.helper() as helper:
+        assert helper is not None
+        assert has_time(odb) and has_time(odb)
+        assert helper.run(odb.borrowing(lambda: has_time(odb))).result()
+        with odb.snapshot():  # nested: the same snapshot, the same answer
+            assert has_time(odb)
+    assert len(asked) == 1
+    assert odb.memo() is None  # gone with the snapshot: the next one asks again
+    with odb.snapshot():
+        assert has_time(odb)
+    assert has_time(odb)  # outside a snapshot: asked every time
+    assert len(asked) == 3
+    # a job run on the lender's own thread (the helpers shut down) leaves its memo alone
+    with odb.snapshot():
+        memo = odb.memo()
+        odb.borrowing(lambda: has_time(odb))()
+        assert odb.memo() is memo
+    databases.close_all()
+
+
 def test_every_helper_busy_means_the_caller_does_it_itself() -> None:
     overlap = Overlap(threads=2)
     with overlap.helper() as first, overlap.helper() as second, overlap.helper() as third:
@@ -161,3 +191,36 @@ def test_the_client_stops_its_helper_threads_on_close(
     assert not any(t.is_alive() for t in helpers)
     assert client.recall("green tea", wait_for_writes=False).nodes  # usable again
     client.close()
+
+
+def test_overlapped_recalls_see_every_write_made_between_them(
+        tmp_path: Path, embedder: Embedder) -> None:
+    # The helper refreshes the vector index ahead of the vector (models/recall.py
+    # _index_ahead); the vector side must then answer from that refresh, never a stale one.
+    databases = Databases(settings(tmp_path))
+    odb = databases.open("fresh")
+    seed(odb, embedder)
+    question = "Which bakery sells the rye sourdough?"
+    assert recall("fresh", question, databases=databases, now=NOW).memory_ids == []
+    bakery = "Hoffmann's bakery on Elm Street sells the best rye sourdough"
+    write_memories(odb, key="bakery", task="t", memories=[validate(
+        MemoryInput, {"type": "Fact", "source": MANUAL, "content": bakery},
+        workspace=odb.workspace)], vectors=[embedder.encode_one(bakery)],
+        embedder=embedder.version)
+    found = recall("fresh", question, databases=databases, now=NOW)
+    first = found.memory_ids[0]
+    assert found.nodes[0].memory.content == bakery
+    assert found.nodes[0].scores.vector_rank == 1  # the vector side found it too
+    moved = "The rye sourdough is now sold by the Elm Street market stall"
+    apply_edit(odb, Supersede(op="supersede", memory_id=first, content=moved),
+               key="moved", task="edit")
+    after = recall("fresh", question, databases=databases, now=NOW)
+    assert first not in after.memory_ids
+    newer = [n.memory for n in after.nodes if n.memory.content == moved]
+    assert newer, after.memory_ids
+    apply_edit(odb, Forget(op="forget", memory_id=newer[0].memory_id, hard=True),
+               key="gone", task="edit")
+    gone = recall("fresh", question, databases=databases, now=NOW)
+    assert newer[0].memory_id not in gone.memory_ids and first not in gone.memory_ids
+    assert databases.overlap.running  # every recall above ran the model beside the helper
+    databases.close_all()
