@@ -109,7 +109,8 @@ def load_conversation(odb: Any, sample: dict[str, Any], embedder: Any,
                            "conversationId": f"{sample['sample_id']}-session-{n}"},
             }, workspace=odb.workspace)
             terse = len(re.findall(r"\w+", turn["text"])) < context_words
-            embedded.append(f"{turns[-1][1].content}\n{text}" if terse and i else text)
+            embedded.append(f"{turns[-1][1].content}\n{memory.content}" if terse and i
+                            else memory.content)
             turns.append((turn["dia_id"], memory))
     memories = [m for _, m in turns]
     vectors = list(embedder.encode(embedded))
