@@ -31,6 +31,12 @@ neighbour expansion, as the router did before issue 18's fourth part (a hit's fa
 handed on to its neighbours, none of their own).
 ``router-v1`` is the plan as issue 18 first shipped it (window, dated favour and
 expansion only). ``--skip 4 --conversations 3`` is the held-out check (43, 44, 47).
+
+``--turn-context WORDS`` embeds each turn of fewer than WORDS words (its own text, the
+label and a shared photo not counted) as "previous turn\nthis turn" of its session,
+the stored content unchanged: the contextual embedding issue 18 measured and did not
+adopt (it did not hold on the held-out conversations; benchmarks/HISTORY.md). Run it
+beside a run without it: the vectors differ, so it is not a variant of one run.
 """
 
 from __future__ import annotations
@@ -78,11 +84,13 @@ def evidence_ids(raw: list[str], known: set[str]) -> list[str]:
     return ids
 
 
-def load_conversation(odb: Any, sample: dict[str, Any], embedder: Any) -> tuple[
-        dict[str, set[str]], datetime]:
-    """Store every turn; returns memoryId -> dia_ids and the last session's date."""
+def load_conversation(odb: Any, sample: dict[str, Any], embedder: Any,
+                      context_words: int = 0) -> tuple[dict[str, set[str]], datetime, int]:
+    """Store every turn; returns memoryId -> dia_ids, the last session's date and how many
+    turns were embedded with their previous turn (``context_words``: see --turn-context)."""
     conv = sample["conversation"]
     turns: list[tuple[str, MemoryInput]] = []
+    embedded: list[str] = []
     last = datetime(1970, 1, 1, tzinfo=UTC)
     sessions = sorted(int(k.split("_")[1]) for k in conv
                        if re.fullmatch(r"session_\d+", k))
@@ -100,15 +108,18 @@ def load_conversation(odb: Any, sample: dict[str, Any], embedder: Any) -> tuple[
                 "source": {"sourceType": "channel_transcript", "capturedBy": "system",
                            "conversationId": f"{sample['sample_id']}-session-{n}"},
             }, workspace=odb.workspace)
+            terse = len(re.findall(r"\w+", turn["text"])) < context_words
+            embedded.append(f"{turns[-1][1].content}\n{memory.content}" if terse and i
+                            else memory.content)
             turns.append((turn["dia_id"], memory))
     memories = [m for _, m in turns]
-    vectors = list(embedder.encode([m.content for m in memories]))
+    vectors = list(embedder.encode(embedded))
     result = write_memories(odb, key=f"locomo-{sample['sample_id']}", task="benchmark",
                             memories=memories, vectors=vectors, embedder=embedder.version)
     mapping: dict[str, set[str]] = {}
     for (dia_id, _), memory_id in zip(turns, result["memoryIds"], strict=True):
         mapping.setdefault(memory_id, set()).add(dia_id)
-    return mapping, last
+    return mapping, last, sum(e != m.content for e, m in zip(embedded, memories, strict=True))
 
 
 def _planner(**off: Any) -> Callable[[str, datetime], Plan]:
@@ -167,11 +178,12 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
         databases = Databases(settings)
         embedder = get_embedder(settings.embedding)
         started = time.time()
-        questions = 0
+        questions = with_context = 0
         for sample in data:
             orch = f"locomo-{sample['sample_id']}"
             odb = databases.open(orch)
-            mapping, last = load_conversation(odb, sample, embedder)
+            mapping, last, composed = load_conversation(odb, sample, embedder, args.turn_context)
+            with_context += composed
             if args.crystals:  # a crystal finds the turns it quotes (benchmarks/reflect.py)
                 from reflect import crystallize_conversation
                 mapping.update(crystallize_conversation(odb, embedder, mapping))
@@ -220,6 +232,8 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
                               "conversations": [s["sample_id"] for s in data],
                               "questions": questions, "unrelated_questions": len(unrelated),
                               "seconds": round(elapsed, 1),
+                              "turn_context_words": args.turn_context,
+                              "turns_embedded_with_context": with_context,
                               "router_intents_by_category": intents,
                               "results": {}}
     for name in variants:
@@ -277,6 +291,9 @@ def main() -> None:
                         help="keep the query cache on (latencies then favour later variants)")
     parser.add_argument("--held-out", default="conv-43,conv-44,conv-47",
                         help="conversations never looked at while tuning (reported apart)")
+    parser.add_argument("--turn-context", type=int, default=0, metavar="WORDS",
+                        help="embed a turn of fewer than WORDS words with the turn before it "
+                             "in its session (stored content unchanged; issue 18, not adopted)")
     parser.add_argument("--skip", type=int, default=0,
                         help="leave out the first N conversations (a held-out check)")
     emit(evaluate(parser.parse_args()))
