@@ -54,10 +54,12 @@ class PacedFlush(bootsteps.StartStopStep):
         pending = False
 
         def flush() -> None:
+            # Celery's own flush, on the loop's next turn as Celery does it (an error
+            # there is the consumer's, as before: a lost broker restarts it), only later.
             nonlocal pending
             pending = False
             if c.event_dispatcher is dispatcher:  # not closed by a reconnection since
-                c._flush_events()
+                c.on_send_event_buffered()
 
         def buffered() -> None:
             nonlocal pending
