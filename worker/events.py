@@ -10,7 +10,7 @@ events' other fields (ids, names, runtimes, the short ``kwargsrepr``) are unchan
 A worker's task events wait in Celery's own buffer (``task.multi`` messages) and
 Celery flushes it on the event loop's next turn: one turn reads one message from the
 broker, so a backlog of write-backs cost one event message (a ``PUBLISH``, a new Redis
-client object in kombu) per task, about half the worker parent's CPU in a burst.
+client object in kombu) per task, a third to a half of the worker parent's CPU in a burst.
 :class:`PacedFlush` flushes it at most every :data:`FLUSH_EVERY_S` instead (and when
 Celery's buffer is full). Each event keeps the time it was sent (its ``timestamp``);
 only its delivery to Flower waits, at most that long.
