@@ -14,16 +14,14 @@ and the end, and the final check: every accepted write stored exactly once.
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
 from contextlib import ExitStack
-from pathlib import Path
 
 from _harness import emit, percentiles, redis_server, settings_for, temp_root, worker_process
+from _procs import cpu_now, redis_pids, rss_mb, worker_pids
 from _timeline import Timeline
 
 from orchmem.worker.app import create_app
@@ -31,63 +29,6 @@ from orchmem.worker.client import MemoryClient
 
 WORDS = ("amber basil cedar delta ember fjord garnet harbor indigo juniper kettle lantern "
          "meadow nectar orchid pepper quartz raven saffron tundra umber velvet willow").split()
-
-
-def rss_mb(pids: list[int]) -> float:
-    total = 0
-    for pid in pids:
-        try:
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1])
-        except OSError:
-            continue
-    return round(total / 1024, 1)
-
-
-def _pids(wanted: Callable[[Path, bytes], bool]) -> list[int]:
-    """Processes whose ``wanted(/proc/<pid>, command line)`` is true."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
-                if wanted(entry, cmdline):
-                    pids.append(int(entry.name))
-            except OSError:
-                continue
-    return pids
-
-
-def worker_pids(config: Path) -> list[int]:
-    """This run's worker processes (parents and pool children: the ones started with
-    ``ORCHMEM_CONFIG=config``), not another run's on the same machine."""
-    marker = f"ORCHMEM_CONFIG={config}".encode()
-    return _pids(lambda entry, cmdline: b"orchmem.worker worker" in cmdline
-                 and marker in (entry / "environ").read_bytes().split(b"\0"))
-
-
-def redis_pids(url: str) -> list[int]:
-    port = url.rsplit(":", 1)[1].split("/")[0].encode()
-    return _pids(lambda _, cmdline: b"redis-server" in cmdline and b":" + port in cmdline)
-
-
-def cpu_seconds(pids: list[int]) -> float:
-    """User + system CPU time of ``pids`` so far (``/proc/<pid>/stat``)."""
-    total = 0
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += int(fields[11]) + int(fields[12])
-    return total / os.sysconf("SC_CLK_TCK")
-
-
-def cpu_now(workers: list[int], redis: list[int]) -> dict[str, float]:
-    own = os.times()
-    return {"workers": cpu_seconds(workers), "redis": cpu_seconds(redis),
-            "benchmark": own.user + own.system}
 
 
 def main() -> None:

@@ -8,6 +8,9 @@ One run, one worker (``synchronous`` FULL by default):
 3. the floor: the embedding model alone on the burst's texts, in batches of
    ``--embed-batch``, in this process after the worker is idle (texts/s).
 
+The burst's CPU time per task is reported for each part: the worker's parent, its pool
+children, Redis and this process (publishing and waiting for results).
+
 A commit's time is the ``updated_at`` its transaction wrote (for a batch, written
 inside the batch's transaction, so at most one batch's duration before its commit).
 In a burst the latency is mostly queueing; paced below capacity, the per-task cost.
@@ -26,6 +29,7 @@ import time
 from typing import Any
 
 from _harness import emit, percentiles, redis_server, settings_for, temp_root, worker_process
+from _procs import cpu_by_part, redis_pids, worker_pids
 
 from orchmem.config import Settings
 from orchmem.models.embedding import get_embedder
@@ -83,13 +87,15 @@ def figures(settings: Settings, orch: str, outcome: dict[str, Any]) -> dict[str,
     }
 
 
-def embedder_floor(settings: Settings, texts: list[str], batch: int) -> float:
+def embedder_floor(settings: Settings, texts: list[str], batch: int) -> tuple[float, float]:
+    """The model alone on ``texts``: texts/s, and CPU ms per text (all its threads)."""
     embedder = get_embedder(settings.embedding)
     embedder.encode(texts[:batch])  # warm
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     for i in range(0, len(texts), batch):
         embedder.encode(texts[i:i + batch])
-    return round(len(texts) / (time.perf_counter() - start), 1)
+    cpu_ms = (time.process_time() - cpu) * 1000 / len(texts)
+    return round(len(texts) / (time.perf_counter() - start), 1), round(cpu_ms, 2)
 
 
 def main() -> None:
@@ -131,8 +137,11 @@ def main() -> None:
             if args.contention:
                 contender = subprocess.Popen([sys.executable, "-c", "import os\n" + CONTENDER])
                 time.sleep(2)
+            processes = worker_pids(root / "bench.toml"), redis_pids(url)
             try:
+                cpu_start = cpu_by_part(*processes)
                 burst = run(app, orch, args.tasks, 0.0, "burst", args.outbox)
+                cpu_end = cpu_by_part(*processes)
                 paced = run(app, orch, args.paced_tasks, args.rate, "paced", args.outbox) \
                     if args.paced_tasks else None
             finally:
@@ -140,7 +149,7 @@ def main() -> None:
                     contender.kill()
                     contender.wait()
         burst_figures = figures(settings, orch, burst)
-        floor = embedder_floor(settings, list(burst["published"]), args.embed_batch)
+        floor, floor_cpu_ms = embedder_floor(settings, list(burst["published"]), args.embed_batch)
         emit({
             "benchmark": "writeback_throughput",
             "shards": 1,
@@ -156,7 +165,12 @@ def main() -> None:
             **{k: v for k, v in burst_figures.items() if k != "tasks"},
             "burst_tasks": args.tasks,
             "embedder_texts_per_s": floor,
+            # CPU per task of each part during the burst, in ms: what is not the model
+            # (in worker_children) is what keeps the burst from the floor.
+            "burst_cpu_ms_per_task": {part: round((cpu_end[part] - cpu_start[part]) * 1000 /
+                                                  args.tasks, 2) for part in cpu_end},
             "embedder_batch": args.embed_batch,
+            "embedder_cpu_ms_per_text": floor_cpu_ms,
             "paced": None if paced is None else {
                 "offered_per_s": args.rate, **figures(settings, orch, paced)},
         })

@@ -6,11 +6,16 @@ import os
 from pathlib import Path
 
 
-def write_atomically(path: Path, text: str) -> None:
-    """Write ``text`` to a temp file beside ``path``, fsync it, rename it over ``path``."""
+def write_atomically(path: Path, text: str, *, durable: bool = True) -> None:
+    """Write ``text`` to a temp file beside ``path``, fsync it, rename it over ``path``.
+
+    ``durable=False``: no fsync (a snapshot rebuilt from the database whenever it is
+    lost): a crashed process still leaves the old text or the new, but a power loss may
+    leave the file empty or gone; its readers must treat that as no snapshot."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with open(tmp, "w", encoding="utf-8") as fh:
         fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
+        if durable:
+            fh.flush()
+            os.fsync(fh.fileno())
     os.replace(tmp, path)

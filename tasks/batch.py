@@ -27,7 +27,7 @@ own: :class:`Outcome` per delivery, in input order.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -76,15 +76,19 @@ class _RolledBack(Exception):
     """Raised inside a batch's transaction to roll all of it back."""
 
 
-def apply_batch(task: MemoryTask, waiting: Sequence[Waiting]) -> list[Outcome]:
+def apply_batch(task: MemoryTask, waiting: Sequence[Waiting],
+                committed: Callable[[list[int], list[Outcome]], None] | None = None,
+                ) -> list[Outcome]:
     """Apply ``waiting`` (one task's deliveries, in publish order); one outcome each.
 
     Every delivery that can be counted is counted first (one commit per orchestrator),
     then the texts of those counted fresh are embedded in ONE model call for the whole
-    job, across orchestrators; then each orchestrator's deliveries run, in order."""
+    job, across orchestrators; then each orchestrator's deliveries run, in order, and
+    ``committed(positions, outcomes)`` is called once each orchestrator's have (their
+    positions in ``waiting``): its commit is done, the next orchestrator's not begun."""
     groups: dict[Any, list[int]] = {}
     for position, item in enumerate(waiting):
-        groups.setdefault(_orchestrator(item), []).append(position)
+        groups.setdefault(orchestrator_of(item), []).append(position)
     plans = [(positions, [(step, step.texts(task)) for step in
                           _plan(task, orchestrator_id, [waiting[p] for p in positions])])
              for orchestrator_id, positions in groups.items()]
@@ -96,10 +100,13 @@ def apply_batch(task: MemoryTask, waiting: Sequence[Waiting]) -> list[Outcome]:
                     for outcome in step.apply(task, step_texts)]
             for position, outcome in zip(positions, done, strict=True):
                 outcomes[position] = outcome
+            if committed is not None:
+                committed(positions, done)
     return [o for o in outcomes if o is not None]
 
 
-def _orchestrator(item: Waiting) -> str | None:
+def orchestrator_of(item: Waiting) -> str | None:
+    """The delivery's ``orchestrator_id`` (None when it has none, or not a string)."""
     value = item.kwargs.get("orchestrator_id")
     return value if isinstance(value, str) else None
 

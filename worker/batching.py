@@ -51,7 +51,15 @@ from celery.worker.request import Request
 from celery.worker.state import task_ready
 
 from orchmem.config import Settings
-from orchmem.tasks.batch import RETRY, SUCCESS, Outcome, Waiting, apply_batch, run_one
+from orchmem.tasks.batch import (
+    RETRY,
+    SUCCESS,
+    Outcome,
+    Waiting,
+    apply_batch,
+    orchestrator_of,
+    run_one,
+)
 
 from .app import OrchmemCelery
 from .batch_acks import acknowledge_together
@@ -370,23 +378,64 @@ def _sent_at(request: Request) -> int:
 
 def run_batch(names: list[str], items: list[Waiting]) -> list[str]:
     """In the pool child: apply the job's writes (``names[i]`` is the task of
-    ``items[i]``; the batchable ones are one task's) as one batch and store their
-    results (in two round trips, :mod:`.batch_results`), then run its reads one by one,
-    each as its own task, storing each one's result as soon as it is built (its caller
-    waits for it: a bulletin); return the states in job order (the parent acknowledges
-    the messages)."""
+    ``items[i]``; the batchable ones are one task's) as one batch and run its reads one
+    by one, each as its own task; return the states in job order (the parent
+    acknowledges the messages).
+
+    A read waits for no write it does not follow: the reads of an orchestrator with no
+    write in the job run first, and each orchestrator's run right after the commit of
+    its own writes (whose results are stored then, in two round trips,
+    :mod:`.batch_results`), before the next orchestrator's writes. Each read's result is
+    stored as soon as it is built (its caller waits for it: a bulletin)."""
     assert _APP is not None, "batching.install() runs before the pool starts"
-    tasks = [_APP.tasks[name] for name in names]
-    writes = [i for i, task in enumerate(tasks) if getattr(task, "batchable", False)]
-    outcomes: list[Outcome | None] = [None] * len(items)
+    job = _Job(_APP.backend, [_APP.tasks[name] for name in names], items)
+    writes = [i for i, task in enumerate(job.tasks) if getattr(task, "batchable", False)]
+    written = {orchestrator_of(items[i]) for i in writes}
+    job.read(lambda orchestrator: orchestrator not in written)
     if writes:
-        done = apply_batch(tasks[writes[0]], [items[i] for i in writes])
-        store_results(_APP.backend, [items[i] for i in writes], done)
-        for position, outcome in zip(writes, done, strict=True):
-            outcomes[position] = outcome
-    for position, task in enumerate(tasks):
-        if outcomes[position] is None:
-            outcome = run_one(task, items[position])
-            store_results(_APP.backend, [items[position]], [outcome])
-            outcomes[position] = outcome
-    return [outcome.state for outcome in outcomes if outcome is not None]
+        apply_batch(job.tasks[writes[0]], [items[i] for i in writes],
+                    committed=lambda at, done: job.committed([writes[i] for i in at], done))
+    job.read(lambda _: True)  # none left, unless a write had no orchestrator
+    return job.states()
+
+
+class _Job:
+    """A pool job's outcomes, filled as its writes commit and its reads run.
+
+    A result store that fails (Redis gone for good) fails the job as before, but only
+    once every write of the job is applied (:meth:`states` raises it): the gate then
+    acknowledges the messages as failed, and none may be acknowledged unapplied."""
+
+    def __init__(self, backend: Any, tasks: list[Any], items: list[Waiting]) -> None:
+        self.backend, self.tasks, self.items = backend, tasks, items
+        self.outcomes: list[Outcome | None] = [None] * len(items)
+        self.error: Exception | None = None
+
+    def committed(self, positions: list[int], done: list[Outcome]) -> None:
+        """One orchestrator's writes are committed: store their results, run its reads."""
+        for position, outcome in zip(positions, done, strict=True):
+            self.outcomes[position] = outcome
+        self._store([self.items[i] for i in positions], done)
+        orchestrator = orchestrator_of(self.items[positions[0]])
+        self.read(lambda other: other == orchestrator)
+
+    def read(self, which: Callable[[str | None], bool]) -> None:
+        """Run, in job order, the reads not run yet of the orchestrators ``which`` picks."""
+        for position, task in enumerate(self.tasks):
+            item = self.items[position]
+            if self.outcomes[position] is None and not getattr(task, "batchable", False) \
+                    and which(orchestrator_of(item)):
+                outcome = run_one(task, item)
+                self.outcomes[position] = outcome
+                self._store([item], [outcome])
+
+    def _store(self, items: list[Waiting], outcomes: list[Outcome]) -> None:
+        try:
+            store_results(self.backend, items, outcomes)
+        except Exception as exc:  # raised by states(), after the whole job
+            self.error = self.error or exc
+
+    def states(self) -> list[str]:
+        if self.error is not None:
+            raise self.error
+        return [outcome.state for outcome in self.outcomes if outcome is not None]

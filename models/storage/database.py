@@ -134,21 +134,33 @@ class OrchestratorDB:
             self._local.depth = 0
 
     @contextmanager
-    def write(self) -> Iterator[None]:
+    def write(self, *, durable: bool = True) -> Iterator[None]:
         """One IMMEDIATE write transaction, tables bound: commits or rolls back as a whole.
 
         Raises MemoryDegraded while a failed migration left the memory read-only. A
         write nested in one (a savepoint) is not checked again: the outer one holds the
-        write lock, which a migration needs to leave the marker."""
+        write lock, which a migration needs to leave the marker.
+
+        ``durable=False`` (an outermost write only): its commit does not wait for the
+        disk (``synchronous=NORMAL`` for this transaction, in WAL mode): it survives a
+        crash of the process, the next durable commit makes it durable as well (the WAL
+        is synced as a whole), and only a power loss before that may undo it. For a
+        delivery's count, which guards against crashing workers (:mod:`.receipts`)."""
         writing = getattr(self._local, "writing", 0)
         if not writing:
             check_not_degraded(self.workspace)
+        relax = not durable and not writing and \
+            self.settings.worker.sqlite_synchronous == "FULL"
         self._local.writing = writing + 1
         try:
+            if relax:
+                self.db.execute_sql("PRAGMA synchronous = NORMAL")
             with self.bound(), self.db.atomic("IMMEDIATE"):
                 yield
         finally:
             self._local.writing = writing
+            if relax:
+                self.db.execute_sql("PRAGMA synchronous = FULL")
 
     @contextmanager
     def read(self) -> Iterator[None]:

@@ -3,7 +3,10 @@
 A task's receipt goes through these states, and only this module writes them:
 
 - ``started``: from the first delivery, committed at once (:func:`begin`), so that a
-  delivery which crashes its worker is counted too. A handled, non-crash failure (a
+  delivery which crashes its worker is counted too. That commit does not wait for the
+  disk (``OrchestratorDB.write(durable=False)``): a crashed process leaves it in the
+  WAL, and the task's own commit, durable, syncs it with the rest; a power loss
+  before that forgets one count of a task not yet acknowledged. A handled, non-crash failure (a
   deliberate retry, a transient storage error) takes its count back (:func:`release`).
 - ``done``: the task's result, committed in the same transaction as the data it wrote
   (:func:`finish`, inside that transaction) or, for a task whose data is elsewhere (an
@@ -64,7 +67,7 @@ def begin(odb: OrchestratorDB, key: str, task: str, *, count: bool = True) -> De
     ``count=False``: this delivery was counted already (by :func:`begin_batch`); only
     read the receipt (creating it if it is missing)."""
     now = format_ts(utc_now())
-    with odb.write():
+    with odb.write(durable=False):
         row = run(_READ, (key,)).fetchone()
         if row is None:
             run(_CREATE, (key, task, STARTED, now, now))
@@ -100,7 +103,7 @@ def begin_batch(odb: OrchestratorDB, keys: Sequence[tuple[str, str]]) -> list[st
     found: list[str] = []
     seen: set[str] = set()
     fresh: list[tuple[str, str, str, str, str]] = []
-    with odb.write():
+    with odb.write(durable=False):
         stored = _statuses([key for key, _ in keys])
         for key, task in keys:
             if key in seen or (key in stored and stored[key] not in FINAL):

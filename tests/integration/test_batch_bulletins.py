@@ -14,6 +14,7 @@ from typing import Any
 
 from orchmem_testing import WorkerProcess, distinct_texts
 
+from orchmem.models.storage.database import Databases
 from orchmem.tasks.bulletin import BULLETIN
 from orchmem.tasks.publish import envelope, send_envelope
 from orchmem.tasks.writeback import WRITEBACK
@@ -67,3 +68,22 @@ def test_waiting_bulletins_run_in_the_job_of_the_writes_before_them(isolated: An
     # One job per bulletin would be 24 jobs for the bulletins alone (and more for the
     # write-backs and the start's control tasks).
     assert jobs < len(bulletins), f"{jobs} pool jobs for {len(bulletins)} bulletins"
+    # A bulletin waits for no other orchestrator's write-back published after it: in the
+    # first round none is ever in an earlier job, and in the same job each orchestrator's
+    # bulletin is built right after its own commit, before the next one's write-backs.
+    committed = _committed_at(settings, {i: orch for (orch, round_), ids in written.items()
+                                         if round_ == 0 for i in ids})
+    for position, orch in enumerate(ORCHESTRATORS):
+        built_at = built[orch, 0]["generatedAt"]
+        later = [committed[i] for o in ORCHESTRATORS[position + 1:] for i in written[o, 0]]
+        assert all(built_at < at for at in later), (orch, built_at, min(later, default=None))
+
+
+def _committed_at(settings: Any, owners: dict[str, str]) -> dict[str, str]:
+    """memoryId -> the time its write-back's transaction wrote it (``updated_at``;
+    ``created_at`` is when it was said)."""
+    found = {}
+    for orch in set(owners.values()):
+        odb = Databases(settings).open(orch)
+        found.update(odb.sql("SELECT memory_id, updated_at FROM memories"))
+    return {memory_id: found[memory_id] for memory_id in owners}

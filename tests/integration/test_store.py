@@ -14,6 +14,7 @@ from orchmem.config import MemoryNotFound, MemoryValidationError, ScopeViolation
 from orchmem.models.schema import EdgeInput, MemoryInput, derive_id, validate
 from orchmem.models.storage.database import Databases
 from orchmem.models.storage.memories import list_memories
+from orchmem.models.storage.receipts import begin
 from orchmem.models.storage.stats import stats
 from orchmem.models.storage.tables import SCHEMA_VERSION
 from orchmem.models.writeback import write_memories
@@ -150,6 +151,28 @@ def test_receipt_commits_in_the_same_transaction_as_the_data(databases: Database
             "SELECT status, result FROM task_receipts WHERE key='k'").fetchone()
     assert status == "done"
     assert json.loads(result)["created"]
+
+
+def test_a_delivery_count_commits_without_the_fsync_and_leaves_full_behind(
+        databases: Databases) -> None:
+    odb = databases.open("orch-a")
+
+    def synchronous() -> int:
+        return int(odb.db.execute_sql("PRAGMA synchronous").fetchone()[0])
+
+    with odb.write(durable=False):
+        during = synchronous()
+        with odb.write(durable=False):  # nested: the outer transaction decides
+            assert synchronous() == during
+        begin(odb, "k", "t")
+    assert (during, synchronous()) == (1, 2)  # NORMAL for the count, FULL again after
+    other = sqlite3.connect(odb.workspace.db_path)  # committed, seen by another reader
+    assert other.execute("SELECT status, deliveries FROM task_receipts WHERE key = 'k'"
+                         ).fetchone() == ("started", 1)
+    other.close()
+    with pytest.raises(RuntimeError), odb.write(durable=False):
+        raise RuntimeError("rolled back")
+    assert synchronous() == 2
 
 
 def test_handle_refuses_use_in_a_forked_child(databases: Databases) -> None:
