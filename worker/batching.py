@@ -389,7 +389,7 @@ def run_batch(names: list[str], items: list[Waiting]) -> list[str]:
     stored as soon as it is built (its caller waits for it: a bulletin)."""
     assert _APP is not None, "batching.install() runs before the pool starts"
     job = _Job(_APP.backend, [_APP.tasks[name] for name in names], items)
-    writes = [i for i, task in enumerate(job.tasks) if getattr(task, "batchable", False)]
+    writes = job.writes
     written = {orchestrator_of(items[i]) for i in writes}
     job.read(lambda orchestrator: orchestrator not in written)
     if writes:
@@ -408,6 +408,8 @@ class _Job:
 
     def __init__(self, backend: Any, tasks: list[Any], items: list[Waiting]) -> None:
         self.backend, self.tasks, self.items = backend, tasks, items
+        #: The positions of the job's writes (batchable tasks), in job order.
+        self.writes = [i for i, task in enumerate(tasks) if getattr(task, "batchable", False)]
         self.outcomes: list[Outcome | None] = [None] * len(items)
         self.error: Exception | None = None
 
@@ -421,9 +423,10 @@ class _Job:
 
     def read(self, which: Callable[[str | None], bool]) -> None:
         """Run, in job order, the reads not run yet of the orchestrators ``which`` picks."""
+        writes = set(self.writes)
         for position, task in enumerate(self.tasks):
             item = self.items[position]
-            if self.outcomes[position] is None and not getattr(task, "batchable", False) \
+            if self.outcomes[position] is None and position not in writes \
                     and which(orchestrator_of(item)):
                 outcome = run_one(task, item)
                 self.outcomes[position] = outcome

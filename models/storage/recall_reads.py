@@ -166,8 +166,7 @@ def assembly(odb: OrchestratorDB, ids: Sequence[str],
     found = [known[m] for m in ids if m in known and m not in made]
     if missing:
         found += odb.sql(_NODES[has_time(odb)], (_json(missing),))
-    nodes = {m: made[m] for m in ids if m in made}
-    nodes.update((row[0], _node(row, odb.orchestrator_id)) for row in found)
+    by_id = {**{m: made[m] for m in ids if m in made}, **nodes(found, odb.orchestrator_id)}
     listed = _json(ids)
     edges = [trusted(
         MemoryEdge, edge_id=e[0], from_memory_id=e[1], to_memory_id=e[2], edge_type=EdgeType(e[3]),
@@ -178,7 +177,7 @@ def assembly(odb: OrchestratorDB, ids: Sequence[str],
                  for r in odb.sql(_BRIEFS, (_json(outside),))] if outside else []
     sources = [CapturedSource(memory_id=r[0], source=_source(r[1:7]), captured_at=r[7])
                for r in odb.sql(_SOURCES, (listed,))]
-    return Assembly(nodes, edges, neighbors, sources)
+    return Assembly(by_id, edges, neighbors, sources)
 
 
 def _source(columns: Sequence[Any]) -> Source:
