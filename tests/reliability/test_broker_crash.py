@@ -29,9 +29,12 @@ def test_broker_killed_mid_stream_loses_no_accepted_write(isolated: Any) -> None
     broker = EmbeddedRedis.start(settings)
     app = create_app(settings)
     worker = WorkerProcess(settings).start(app)
-    beat = subprocess.Popen([sys.executable, "-m", "orchmem.worker", "beat"],
-                            env=settings_env(settings), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    beat_log = settings.root / "logs" / "test-beat.log"
+    beat_log.parent.mkdir(parents=True, exist_ok=True)
+    with beat_log.open("wb") as out:
+        beat = subprocess.Popen([sys.executable, "-m", "orchmem.worker", "beat"],
+                                env=settings_env(settings), stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
     orchestrators = ["storm-a", "storm-b"]
     clients = {o: MemoryClient(o, settings) for o in orchestrators}
     texts = distinct_texts(TOTAL, seed=77)
@@ -79,12 +82,18 @@ def test_broker_killed_mid_stream_loses_no_accepted_write(isolated: Any) -> None
             finally:
                 conn.close()
 
-        wait_until(lambda: all(len(stored(o)) >= len(accepted[o]) for o in orchestrators),
-                   timeout=150, interval=1.0, message="every accepted write stored")
+        try:
+            wait_until(lambda: all(len(stored(o)) >= len(accepted[o]) for o in orchestrators),
+                       timeout=150, interval=1.0, message="every accepted write stored")
+        except AssertionError as exc:
+            raise AssertionError(_missing(accepted, stored, clients, worker, beat_log)) from exc
         for orch in orchestrators:
             contents = stored(orch)
             assert sorted(contents) == sorted(t for _, t in accepted[orch]), "lost or extra"
             assert len(contents) == len(set(contents)), "a write applied twice"
+        assert worker.log_path is not None and worker.process is not None
+        assert "Unrecoverable error" not in worker.log_path.read_text()  # reconnect.py
+        assert worker.process.poll() is None
         wait_until(lambda: all(not c.outbox.entries() or _reconciled(c) for c in
                                clients.values()), timeout=60, interval=1.0,
                    message="the outbox pruned")
@@ -93,6 +102,20 @@ def test_broker_killed_mid_stream_loses_no_accepted_write(isolated: Any) -> None
         beat.wait(20)
         worker.stop()
         broker.stop()
+
+
+def _missing(accepted: dict[str, list[tuple[str, str]]], stored: Any,
+             clients: dict[str, MemoryClient], worker: WorkerProcess, beat_log: Any) -> str:
+    """What a timed-out wait lacked, and what the worker and the beat said meanwhile."""
+    lines = []
+    for orch, pairs in accepted.items():
+        have = set(stored(orch))
+        lost = [key for key, text in pairs if text not in have]
+        waiting = {e.key: e for e in clients[orch].outbox.entries()}
+        lines.append(f"{orch}: {len(lost)} of {len(pairs)} not stored, e.g. {lost[:5]}; "
+                     f"{sum(k in waiting for k in lost)} of them in the outbox")
+    beat_tail = beat_log.read_text(errors="replace")[-3000:] if beat_log.exists() else ""
+    return "\n".join([*lines, "worker log:", worker.log(), "beat log:", beat_tail])
 
 
 def _reconciled(client: MemoryClient) -> bool:
