@@ -138,6 +138,8 @@ def celery_config(settings: Settings, broker: str, client: bool = False) -> dict
         "worker_max_tasks_per_child": settings.worker.max_tasks_per_child or None,
         # The model load in a fresh child can take seconds; do not declare it dead.
         "worker_proc_alive_timeout": 120.0,
+        # Survives losing the broker with messages not acknowledged yet (reconnect.py).
+        "worker_consumer": "orchmem.worker.reconnect:Consumer",
         # A worker process owns its logging (--logfile, --loglevel); an orchestrator's
         # process, where the client lives, keeps its own.
         "worker_hijack_root_logger": not client,

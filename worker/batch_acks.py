@@ -35,10 +35,12 @@ def acknowledge_together(requests: Sequence[Request]) -> None:
         return
     tags = [request.message.delivery_tag for request in pending]
     try:
+        if qos.channel.closed:  # the connection was lost while the job ran
+            raise ConnectionError("the channel that delivered them is closed")
         with qos.pipe_or_acquire() as pipe:
             # kombu's _remove_from_indices, for every tag at once
             pipe.zrem(qos.unacked_index_key, *tags).hdel(qos.unacked_key, *tags).execute()
-    except tuple(pending[0]._connection_errors) as exc:
+    except (ConnectionError, *pending[0]._connection_errors) as exc:
         # As Celery's own ack does (``ack_log_error``): logged; the broker gives the
         # messages back after the visibility timeout and their receipts answer them.
         logger.error("acknowledging %d messages failed: %r", len(pending), exc)

@@ -282,13 +282,15 @@ class Gate:
                 request.on_accepted(pid, time_accepted)
 
         def done(states: list[str]) -> None:
-            for request, state in zip(job, states, strict=True):
-                task_ready(request, successful=state == SUCCESS)
-            acknowledge_together(job)
-            for request, state in zip(job, states, strict=True):
-                request.send_event("task-succeeded" if state == SUCCESS else
-                                   "task-retried" if state == RETRY else "task-failed")
-            self._finished(job)
+            try:
+                for request, state in zip(job, states, strict=True):
+                    task_ready(request, successful=state == SUCCESS)
+                acknowledge_together(job)
+                for request, state in zip(job, states, strict=True):
+                    request.send_event("task-succeeded" if state == SUCCESS else
+                                       "task-retried" if state == RETRY else "task-failed")
+            finally:  # a failure here must not leave the gate waiting for this job
+                self._finished(job)
 
         def failed(exc_info: ExceptionInfo) -> None:
             if _worker_lost(exc_info):

@@ -119,6 +119,8 @@ def test_a_worker_and_a_client_follow_a_sentinel_failover(
         assert {"The deploy window is Tuesday at noon",
                 "The rollback owner is Priya from the infra team"} <= contents
         assert worker.process is not None and worker.process.poll() is None  # no restart
+        assert worker.log_path is not None
+        assert "Unrecoverable error" not in worker.log_path.read_text()  # reconnect.py
     finally:
         worker.stop()
 
