@@ -145,8 +145,10 @@ def test_a_thousand_malformed_files_each_end_processed_or_rejected(
     assert len(allowed) > 0.9 * len(names)  # nearly every outcome was predicted
     log = read_log(settings.runtime_root(orch_id) / "memory/logs/memory.log")
     assert [r for r in log if r["event"] == "task_failed"] == []
-    assert [r["outcome"] for r in log if r["event"] == "task"
-            and r["task"] == INGEST_SCAN] == ["ok"] * len(scans)
+    # Each scan applied once. The session worker's visibility timeout is 5 s: a scan
+    # that runs longer on a loaded machine is delivered again, and its receipt answers.
+    outcomes = [r["outcome"] for r in log if r["event"] == "task" and r["task"] == INGEST_SCAN]
+    assert outcomes.count("ok") == len(scans) and set(outcomes) <= {"ok", "duplicate"}
 
     def settled() -> bool:
         return sorted(p.name for p in folder.iterdir() if p.is_file() or p.is_symlink()) == \
