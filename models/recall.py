@@ -66,7 +66,7 @@ from .schema import (
     parse_ts,
     utc_now,
 )
-from .storage import fts, recall_reads, vectors
+from .storage import fts, recall_reads, row_cache, vectors
 from .storage.contradictions import contradictions
 from .storage.database import Databases, OrchestratorDB
 from .storage.visibility import DEFAULT_VIEW, View, make_view
@@ -258,7 +258,7 @@ def _text_side(odb: OrchestratorDB, search: _Search, ahead: bool) -> _TextSide:
     # The first hits (as many as the answer holds) are most likely in it.
     first = {h.memory_id for h in hits[:search.limit]}
     made = recall_reads.nodes([i.row for i in inputs if i.memory_id in first],
-                              odb.orchestrator_id)
+                              odb.orchestrator_id, row_cache.current(odb))
     return _TextSide(hits, inputs, _features(odb, inputs), made, window, mark, lagging,
                      _index_ahead(odb) if ahead else None)
 

@@ -194,9 +194,21 @@ def said_between(odb: OrchestratorDB, start: str, end: str, statuses: Sequence[s
     return [r[0] for r in odb.sql(_SAID, (_json(statuses), _json(types), start, end, limit))]
 
 
-def nodes(rows: Sequence[tuple[Any, ...]], orchestrator_id: str) -> dict[str, MemoryNode]:
-    """memoryId -> its node, from node rows read in this snapshot (:attr:`RankInputs.row`)."""
-    return {row[0]: _node(row, orchestrator_id) for row in rows}
+def nodes(rows: Sequence[tuple[Any, ...]], orchestrator_id: str,
+          cache: row_cache.RowCache | None = None) -> dict[str, MemoryNode]:
+    """memoryId -> its node, from node rows read in this snapshot (:attr:`RankInputs.row`);
+    with the snapshot's row ``cache`` (whose rows they are), each node is made once
+    (a node is frozen)."""
+    if cache is None:
+        return {row[0]: _node(row, orchestrator_id) for row in rows}
+    made = cache.nodes
+    out = {}
+    for row in rows:
+        node = made.get(row[0])
+        if node is None:
+            node = made[row[0]] = _node(row, orchestrator_id)
+        out[row[0]] = node
+    return out
 
 
 def assembly(odb: OrchestratorDB, ids: Sequence[str],
@@ -216,8 +228,9 @@ def assembly(odb: OrchestratorDB, ids: Sequence[str],
     found = [known[m] for m in ids if m in known and m not in made]
     if missing:
         found += node_rows(odb, missing)
-    by_id = {**{m: made[m] for m in ids if m in made}, **nodes(found, odb.orchestrator_id)}
     cache = row_cache.current(odb)
+    by_id = {**{m: made[m] for m in ids if m in made},
+             **nodes(found, odb.orchestrator_id, cache)}
     edges = [trusted(
         MemoryEdge, edge_id=e[0], from_memory_id=e[1], to_memory_id=e[2], edge_type=EdgeType(e[3]),
         weight=e[4], reason=e[5], created_at=e[6]) for e in _edge_rows(odb, cache, ids)]

@@ -9,8 +9,8 @@ nothing else; a snapshot at another value starts a new cache (the old one is
 dropped with its rows). Writes from other processes are seen at the next snapshot.
 
 What it holds, per memoryId, as read: the node row (recall_reads' columns) and the
-``forgotten`` flag (absent ids too, as None), the edges touching the memory, and its
-sources. Rows are plain tuples (never models a caller could change). It is filled
+``forgotten`` flag (absent ids too, as None), the edges touching the memory, its
+sources, and its node (a frozen model, made once of the row). It is filled
 lazily, only inside an :meth:`OrchestratorDB.snapshot` (never in a write
 transaction: a rolled-back write would leave rows of a counter value that never
 was); the counter is read once per snapshot (``odb.memo()``). A file without the
@@ -53,6 +53,8 @@ class RowCache:
     edges: dict[str, list[Row]] = field(default_factory=dict)
     #: memoryId -> its source rows, each led by memory_sources.id.
     sources: dict[str, list[Row]] = field(default_factory=dict)
+    #: memoryId -> its node (a frozen model), made of its row (recall_reads.nodes).
+    nodes: dict[str, Any] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def fill(self, table: dict[str, Any], ids: Sequence[str],
@@ -67,6 +69,7 @@ class RowCache:
                 self.rows.clear()
                 self.edges.clear()
                 self.sources.clear()
+                self.nodes.clear()
             table.update(found)
 
 

@@ -57,7 +57,7 @@ def test_cached_recalls_answer_as_the_reads_without_the_cache(
     seed(odb, embedder)  # every type, edges, sources, a supersede, a retract, a forget
     cold = _answers(databases)
     held = _held(odb)
-    assert held is not None and held.rows and held.edges and held.sources
+    assert held is not None and held.rows and held.edges and held.sources and held.nodes
     warm = _answers(databases)  # from the filled cache
     monkeypatch.setattr(row_cache, "current", lambda odb: None)
     without = _answers(databases)
@@ -101,7 +101,7 @@ def test_another_process_s_writes_are_seen_by_the_next_recall(
 def _holds(held: row_cache.RowCache | None, memory_id: str, content: str) -> bool:
     if held is None:
         return False
-    text = repr((held.rows, held.edges, held.sources))
+    text = repr((held.rows, held.edges, held.sources, held.nodes))
     entry = held.rows.get(memory_id)
     return content in text or (entry is not None and not entry[1]) \
         or bool(held.edges.get(memory_id)) or bool(held.sources.get(memory_id))
