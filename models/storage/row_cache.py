@@ -55,6 +55,9 @@ class RowCache:
     sources: dict[str, list[Row]] = field(default_factory=dict)
     #: memoryId -> its node (a frozen model), made of its row (recall_reads.nodes).
     nodes: dict[str, Any] = field(default_factory=dict)
+    #: Other reads of one memory each (neighbours, contradictions): name -> memoryId ->
+    #: what was read. Their readers never change what they get.
+    derived: dict[Any, dict[str, Any]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def fill(self, table: dict[str, Any], ids: Sequence[str],
@@ -70,7 +73,16 @@ class RowCache:
                 self.edges.clear()
                 self.sources.clear()
                 self.nodes.clear()
+                self.derived.clear()
             table.update(found)
+
+
+    def per_memory(self, name: Any, ids: Sequence[str],
+                   read: Callable[[list[str]], dict[str, Any]]) -> dict[str, Any]:
+        """What ``read`` gives for each of ``ids`` under ``name``, read once per id."""
+        table = self.derived.setdefault(name, {})
+        self.fill(table, ids, read)
+        return table
 
 
 def current(odb: OrchestratorDB) -> RowCache | None:
