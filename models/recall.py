@@ -435,6 +435,18 @@ def _vector_side(odb: OrchestratorDB, encoded: Encoded, search: _Search,
 
 def _features(odb: OrchestratorDB, inputs: list[recall_reads.RankInputs]
               ) -> dict[str, Features]:
+    """The ranking features of ``inputs``; with a row cache, each memory's made once."""
+    cache = row_cache.current(odb)
+    if cache is None or not inputs:
+        return _made_features(odb, inputs)
+    by_id = {i.memory_id: i for i in inputs}
+    held = cache.per_memory("features", list(by_id), lambda missing: _made_features(
+        odb, [by_id[m] for m in missing]))
+    return {m: held[m] for m in by_id}
+
+
+def _made_features(odb: OrchestratorDB, inputs: list[recall_reads.RankInputs]
+                   ) -> dict[str, Features]:
     ids = [r.memory_id for r in inputs]
     penalized = contradicted(contradictions(odb, ids)) if ids else set()
     return {r.memory_id: Features(memory_id=r.memory_id, importance=r.importance,

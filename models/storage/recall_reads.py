@@ -135,8 +135,19 @@ def rank_inputs(odb: OrchestratorDB, ids: Sequence[str]) -> list[RankInputs]:
     """Importance, confidence and createdAt of each of ``ids`` that exists (with its row)."""
     if not ids:
         return []
-    return [RankInputs(row[0], row[2], row[5], row[13], row[1], row)
-            for row in node_rows(odb, ids)]
+    cache = row_cache.current(odb)
+    if cache is None:
+        return [_inputs(row) for row in node_rows(odb, ids)]
+
+    def read(missing: list[str]) -> dict[str, RankInputs | None]:
+        found = _cached_rows(odb, cache, missing)
+        return {m: None if (entry := found[m]) is None else _inputs(entry[0]) for m in missing}
+    held = cache.per_memory("rank_inputs", ids, read)
+    return [found for m in sorted(set(ids)) if (found := held[m]) is not None]
+
+
+def _inputs(row: tuple[Any, ...]) -> RankInputs:
+    return RankInputs(row[0], row[2], row[5], row[13], row[1], row)
 
 
 def node_rows(odb: OrchestratorDB, ids: Sequence[str]) -> list[tuple[Any, ...]]:
