@@ -66,7 +66,7 @@ from .schema import (
     parse_ts,
     utc_now,
 )
-from .storage import fts, recall_reads, row_cache, vectors
+from .storage import fts, neighbours, recall_reads, row_cache, vectors
 from .storage.contradictions import contradictions
 from .storage.database import Databases, OrchestratorDB
 from .storage.visibility import DEFAULT_VIEW, View, make_view
@@ -259,8 +259,19 @@ def _text_side(odb: OrchestratorDB, search: _Search, ahead: bool) -> _TextSide:
     first = {h.memory_id for h in hits[:search.limit]}
     made = recall_reads.nodes([i.row for i in inputs if i.memory_id in first],
                               odb.orchestrator_id, row_cache.current(odb))
+    if ahead:
+        _prefetch(odb, search, [h.memory_id for h in hits[:search.limit]])
     return _TextSide(hits, inputs, _features(odb, inputs), made, window, mark, lagging,
                      _index_ahead(odb) if ahead else None)
+
+
+def _prefetch(odb: OrchestratorDB, search: _Search, first: list[str]) -> None:
+    """Into the row cache (if any), while the query embeds: the edges and sources of the
+    first text hits (the assembly's) and the neighbours of those the plan expands."""
+    recall_reads.prefetch(odb, first)
+    plan = search.asked.plan
+    if plan is not None and plan.expand_hits > 0 and row_cache.current(odb) is not None:
+        neighbours.around(odb, first[:plan.expand_hits], plan.session_radius)
 
 
 def _index_ahead(odb: OrchestratorDB) -> vectors.VectorIndex | None:

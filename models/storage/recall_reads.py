@@ -254,6 +254,15 @@ def assembly(odb: OrchestratorDB, ids: Sequence[str],
     return Assembly(by_id, edges, neighbors, sources)
 
 
+def prefetch(odb: OrchestratorDB, ids: Sequence[str]) -> None:
+    """Read the edges and sources of ``ids`` into the snapshot's row cache now (none:
+    nothing): recall does it on its helper for the first text hits while it embeds."""
+    cache = row_cache.current(odb)
+    if cache is not None and ids:
+        _edge_rows(odb, cache, ids)
+        _source_rows(odb, cache, ids)
+
+
 def _edge_rows(odb: OrchestratorDB, cache: row_cache.RowCache | None,
                ids: Sequence[str]) -> list[tuple[Any, ...]]:
     """The edge rows touching any of ``ids``, by edgeId."""
