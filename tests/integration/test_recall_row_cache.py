@@ -65,6 +65,16 @@ def test_cached_recalls_answer_as_the_reads_without_the_cache(
     databases.close_all()
 
 
+def _elsewhere(settings: Settings, edits: str) -> None:
+    """Run ``edits`` (apply_edit calls on ``odb``) in another process, as the worker would."""
+    script = ("from orchmem.config import load_settings\n"
+              "from orchmem.models.edits import Forget, Link, Retract, apply_edit\n"
+              "from orchmem.models.storage.database import Databases\n"
+              f"odb = Databases(load_settings()).open({ORCH!r})\n{edits}")
+    subprocess.run([sys.executable, "-c", script], env=settings_env(settings), check=True,
+                   timeout=120)
+
+
 def test_another_process_s_writes_are_seen_by_the_next_recall(
         tmp_path: Path, embedder: Embedder) -> None:
     settings = _settings(tmp_path)
@@ -74,18 +84,12 @@ def test_another_process_s_writes_are_seen_by_the_next_recall(
     office = recall(ORCH, "Where is the office?", databases=databases, now=NOW)
     assert ids["Fact"] in office.memory_ids
     assert _held(odb) is not None
-    script = (
-        "from orchmem.config import load_settings\n"
-        "from orchmem.models.edits import Link, Retract, apply_edit\n"
-        "from orchmem.models.storage.database import Databases\n"
-        "odb = Databases(load_settings()).open({!r})\n"
-        "apply_edit(odb, Retract(op='retract', memory_id={!r}, reason='moved'),\n"
+    _elsewhere(settings, (
+        f"apply_edit(odb, Retract(op='retract', memory_id={ids['Fact']!r}, reason='moved'),\n"
         "           key='r', task='t')\n"
-        "apply_edit(odb, Link(op='link', from_memory_id={!r}, to_memory_id={!r},\n"
-        "                     edge_type='RelatedTo', reason='x'), key='l', task='t')\n"
-    ).format(ORCH, ids["Fact"], ids["Goal"], ids["Decision"])
-    subprocess.run([sys.executable, "-c", script], env=settings_env(settings), check=True,
-                   timeout=120)
+        f"apply_edit(odb, Link(op='link', from_memory_id={ids['Goal']!r},\n"
+        f"                     to_memory_id={ids['Decision']!r}, edge_type='RelatedTo',\n"
+        "                     reason='x'), key='l', task='t')\n"))
     after = recall(ORCH, "Where is the office?", databases=databases, now=NOW)
     assert ids["Fact"] not in after.memory_ids
     inactive = recall(ORCH, "Where is the office?", databases=databases, now=NOW,
@@ -101,49 +105,33 @@ def test_another_process_s_writes_are_seen_by_the_next_recall(
 def _holds(held: row_cache.RowCache | None, memory_id: str, content: str) -> bool:
     if held is None:
         return False
-    text = repr((held.rows, held.edges, held.sources, held.nodes))
+    text = repr((held.rows, held.edges, held.sources, held.nodes, held.derived))
     entry = held.rows.get(memory_id)
     return content in text or (entry is not None and not entry[1]) \
         or bool(held.edges.get(memory_id)) or bool(held.sources.get(memory_id))
 
 
+@pytest.mark.parametrize("where", ["here", "another process"])
 def test_a_hard_forget_leaves_nothing_of_the_memory_in_the_cache(
-        tmp_path: Path, embedder: Embedder) -> None:
-    databases = Databases(_settings(tmp_path))
+        tmp_path: Path, embedder: Embedder, where: str) -> None:
+    """Here: dropped at once. Another process: the counter moved, so the next recall
+    here drops the old cache."""
+    settings = _settings(tmp_path)
+    databases = Databases(settings)
     odb = databases.open(ORCH)
     ids = seed(odb, embedder)
     gone = ids["Goal"]
     found = recall(ORCH, CONTENTS["Goal"], databases=databases, now=NOW)
     assert gone in found.memory_ids and _holds(_held(odb), gone, CONTENTS["Goal"])
-    apply_edit(odb, Forget(op="forget", memory_id=gone, hard=True), key="f", task="t")
-    assert not _holds(_held(odb), gone, CONTENTS["Goal"])
+    if where == "here":
+        apply_edit(odb, Forget(op="forget", memory_id=gone, hard=True), key="f", task="t")
+        assert not _holds(_held(odb), gone, CONTENTS["Goal"])
+    else:
+        _elsewhere(settings, f"apply_edit(odb, Forget(op='forget', memory_id={gone!r}, "
+                             "hard=True), key='f', task='t')\n")
     again = recall(ORCH, CONTENTS["Goal"], databases=databases, now=NOW)
     assert gone not in again.memory_ids
     assert not _holds(_held(odb), gone, CONTENTS["Goal"])
-    databases.close_all()
-
-
-def test_a_hard_forget_in_another_process_empties_the_cache_at_the_next_recall(
-        tmp_path: Path, embedder: Embedder) -> None:
-    settings = _settings(tmp_path)
-    databases = Databases(settings)
-    odb = databases.open(ORCH)
-    ids = seed(odb, embedder)
-    gone = ids["Todo"]
-    assert gone in recall(ORCH, CONTENTS["Todo"], databases=databases, now=NOW).memory_ids
-    assert _holds(_held(odb), gone, CONTENTS["Todo"])
-    script = (
-        "from orchmem.config import load_settings\n"
-        "from orchmem.models.edits import Forget, apply_edit\n"
-        "from orchmem.models.storage.database import Databases\n"
-        f"odb = Databases(load_settings()).open({ORCH!r})\n"
-        f"apply_edit(odb, Forget(op='forget', memory_id={gone!r}, hard=True), key='f', task='t')\n"
-    )
-    subprocess.run([sys.executable, "-c", script], env=settings_env(settings), check=True,
-                   timeout=120)
-    after = recall(ORCH, CONTENTS["Todo"], databases=databases, now=NOW)
-    assert gone not in after.memory_ids
-    assert not _holds(_held(odb), gone, CONTENTS["Todo"])
     databases.close_all()
 
 
