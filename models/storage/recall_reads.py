@@ -168,8 +168,7 @@ def _cached_rows(odb: OrchestratorDB, cache: row_cache.RowCache, ids: Sequence[s
         for row in odb.sql(_NODES_LIVE[has_time(odb)], (_json(missing),)):
             rows[row[0]] = (row[:-1], row[-1])
         return rows
-    cache.fill(cache.rows, ids, read)
-    return cache.rows
+    return cache.fill(cache.rows, ids, read)
 
 
 def _passing_cached(odb: OrchestratorDB, cache: row_cache.RowCache, ids: Sequence[str],
@@ -278,8 +277,8 @@ def _edge_rows(odb: OrchestratorDB, cache: row_cache.RowCache | None,
                 if end in touching:
                     touching[end].append(edge)
         return touching
-    cache.fill(cache.edges, ids, read)
-    edges = {e[0]: e for m in ids for e in cache.edges[m]}
+    held = cache.fill(cache.edges, ids, read)
+    edges = {e[0]: e for touching in held.values() for e in touching}
     return [edges[k] for k in sorted(edges)]
 
 
@@ -294,8 +293,8 @@ def _source_rows(odb: OrchestratorDB, cache: row_cache.RowCache | None,
         for row in odb.sql(_SOURCES, (_json(missing),)):
             held[row[1]].append(row)
         return held
-    cache.fill(cache.sources, ids, read)
-    return [r[1:] for r in sorted((r for m in dict.fromkeys(ids) for r in cache.sources[m]),
+    held = cache.fill(cache.sources, ids, read)
+    return [r[1:] for r in sorted((r for rows in held.values() for r in rows),
                                   key=lambda r: r[0])]
 
 

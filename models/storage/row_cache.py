@@ -39,6 +39,7 @@ _CACHE_KEY = "row_cache"
 _MEMO_KEY = "row_cache"
 #: Past this many memories held the cache starts again (memory bound; refilled lazily).
 MAX_MEMORIES = 200_000
+_NONE = object()  # a missing entry (None is an entry: no such memory)
 _SEQ = f"SELECT value FROM meta WHERE key = '{META_ROWS_SEQ}'"
 
 
@@ -61,28 +62,27 @@ class RowCache:
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def fill(self, table: dict[str, Any], ids: Sequence[str],
-             read: Callable[[list[str]], dict[str, Any]]) -> None:
-        """Read what ``table`` lacks of ``ids`` (``read`` gives every id asked)."""
-        missing = [m for m in dict.fromkeys(ids) if m not in table]
+             read: Callable[[list[str]], dict[str, Any]]) -> dict[str, Any]:
+        """What ``table`` holds for each of ``ids``, reading what it lacks (``read`` gives
+        every id asked). The answer is built here, not looked up in ``table`` after, so
+        that a clear (the bound, another thread's) cannot take an id from under it."""
+        wanted = list(dict.fromkeys(ids))
+        held = {m: found for m in wanted if (found := table.get(m, _NONE)) is not _NONE}
+        missing = [m for m in wanted if m not in held]
         if not missing:
-            return
+            return held
         found = read(missing)
         with self.lock:
             if len(self.rows) > MAX_MEMORIES:
-                self.rows.clear()
-                self.edges.clear()
-                self.sources.clear()
-                self.nodes.clear()
-                self.derived.clear()
+                for kept in (self.rows, self.edges, self.sources, self.nodes, self.derived):
+                    kept.clear()
             table.update(found)
-
+        return {**held, **found}
 
     def per_memory(self, name: Any, ids: Sequence[str],
                    read: Callable[[list[str]], dict[str, Any]]) -> dict[str, Any]:
         """What ``read`` gives for each of ``ids`` under ``name``, read once per id."""
-        table = self.derived.setdefault(name, {})
-        self.fill(table, ids, read)
-        return table
+        return self.fill(self.derived.setdefault(name, {}), ids, read)
 
 
 def current(odb: OrchestratorDB) -> RowCache | None:

@@ -65,6 +65,18 @@ def test_cached_recalls_answer_as_the_reads_without_the_cache(
     databases.close_all()
 
 
+def test_a_cache_past_its_bound_starts_again_and_answers_alike(
+        tmp_path: Path, embedder: Embedder, monkeypatch: pytest.MonkeyPatch) -> None:
+    databases = Databases(_settings(tmp_path))
+    seed(databases.open(ORCH), embedder)
+    monkeypatch.setattr(row_cache, "current", lambda odb: None)
+    without = _answers(databases)
+    monkeypatch.undo()
+    monkeypatch.setattr(row_cache, "MAX_MEMORIES", 2)  # cleared on almost every read
+    assert _answers(databases) == without
+    databases.close_all()
+
+
 def _elsewhere(settings: Settings, edits: str) -> None:
     """Run ``edits`` (apply_edit calls on ``odb``) in another process, as the worker would."""
     script = ("from orchmem.config import load_settings\n"
