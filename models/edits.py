@@ -51,7 +51,7 @@ from .schema import (
     utc_now,
     validate,
 )
-from .storage import deadletters, manifest, memories, receipts
+from .storage import deadletters, manifest, memories, receipts, row_cache
 from .storage.database import OrchestratorDB
 from .storage.edges import insert_edge
 from .storage.events import add_event
@@ -211,7 +211,10 @@ def _forget_policy(odb: OrchestratorDB, edit: ForgetPolicy, key: str) -> dict[st
 
 def _erase_leftovers(odb: OrchestratorDB, files: list[str]) -> None:
     """Move a hard forget's zeroed pages out of the WAL, erase the finished outbox
-    entries (their payloads hold what was said) and delete the processed ``files``."""
+    entries (their payloads hold what was said) and delete the processed ``files``; the
+    row cache is dropped once more, now that the forget is committed (a recall of this
+    process may have filled it from an older snapshot meanwhile)."""
+    row_cache.evict(odb)
     try:
         delete_files(odb.workspace, files)
     except OSError as exc:

@@ -66,7 +66,7 @@ from .schema import (
     parse_ts,
     utc_now,
 )
-from .storage import fts, recall_reads, vectors
+from .storage import fts, neighbours, recall_reads, row_cache, vectors
 from .storage.contradictions import contradictions
 from .storage.database import Databases, OrchestratorDB
 from .storage.visibility import DEFAULT_VIEW, View, make_view
@@ -258,9 +258,20 @@ def _text_side(odb: OrchestratorDB, search: _Search, ahead: bool) -> _TextSide:
     # The first hits (as many as the answer holds) are most likely in it.
     first = {h.memory_id for h in hits[:search.limit]}
     made = recall_reads.nodes([i.row for i in inputs if i.memory_id in first],
-                              odb.orchestrator_id)
+                              odb.orchestrator_id, row_cache.current(odb))
+    if ahead:
+        _prefetch(odb, search, [h.memory_id for h in hits[:search.limit]])
     return _TextSide(hits, inputs, _features(odb, inputs), made, window, mark, lagging,
                      _index_ahead(odb) if ahead else None)
+
+
+def _prefetch(odb: OrchestratorDB, search: _Search, first: list[str]) -> None:
+    """Into the row cache (if any), while the query embeds: the edges and sources of the
+    first text hits (the assembly's) and the neighbours of those the plan expands."""
+    recall_reads.prefetch(odb, first)
+    plan = search.asked.plan
+    if plan is not None and plan.expand_hits > 0 and row_cache.current(odb) is not None:
+        neighbours.around(odb, first[:plan.expand_hits], plan.session_radius)
 
 
 def _index_ahead(odb: OrchestratorDB) -> vectors.VectorIndex | None:
@@ -435,6 +446,18 @@ def _vector_side(odb: OrchestratorDB, encoded: Encoded, search: _Search,
 
 def _features(odb: OrchestratorDB, inputs: list[recall_reads.RankInputs]
               ) -> dict[str, Features]:
+    """The ranking features of ``inputs``; with a row cache, each memory's made once."""
+    cache = row_cache.current(odb)
+    if cache is None or not inputs:
+        return _made_features(odb, inputs)
+    by_id = {i.memory_id: i for i in inputs}
+    held = cache.per_memory("features", list(by_id), lambda missing: _made_features(
+        odb, [by_id[m] for m in missing]))
+    return {m: held[m] for m in by_id}
+
+
+def _made_features(odb: OrchestratorDB, inputs: list[recall_reads.RankInputs]
+                   ) -> dict[str, Features]:
     ids = [r.memory_id for r in inputs]
     penalized = contradicted(contradictions(odb, ids)) if ids else set()
     return {r.memory_id: Features(memory_id=r.memory_id, importance=r.importance,

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from ..contradictions import Contradiction
 from ..schema import EdgeType, Status
+from . import row_cache
 from .database import OrchestratorDB
 
 
@@ -22,9 +23,32 @@ def contradictions(odb: OrchestratorDB, older_ids: Sequence[str] | None = None
     """
     if older_ids is not None and not older_ids:
         return []
+    cache = row_cache.current(odb) if older_ids is not None else None
+    if cache is not None and older_ids is not None:
+        held = cache.per_memory("contradictions", older_ids,
+                                lambda missing: _by_older(odb, missing))
+        found = {c.edge_id: (at, c) for m in dict.fromkeys(older_ids) for at, c in held[m]}
+        # ORDER BY created_at DESC, edge_id: a stable sort, reversed, keeps the edgeIds' order
+        by_edge = sorted(found.values(), key=lambda f: f[1].edge_id)
+        return [c for _, c in sorted(by_edge, key=lambda f: f[0], reverse=True)]
+    return [c for _, c in _read(odb, older_ids)]
+
+
+def _by_older(odb: OrchestratorDB, older_ids: list[str]
+              ) -> dict[str, list[tuple[str, Contradiction]]]:
+    """older memoryId -> (the newer end's createdAt, the contradiction) of each edge."""
+    out: dict[str, list[tuple[str, Contradiction]]] = {m: [] for m in older_ids}
+    for at, found in _read(odb, older_ids):
+        out[found.older_id].append((at, found))
+    return out
+
+
+def _read(odb: OrchestratorDB, older_ids: Sequence[str] | None
+          ) -> list[tuple[str, Contradiction]]:
     # CROSS JOIN fixes the join order: edges first (by the to_memory index when ids are
     # given), then each end by its primary key.
-    sql = ("SELECT e.edge_id, e.from_memory_id, e.to_memory_id, f.status, t.status "
+    sql = ("SELECT e.edge_id, e.from_memory_id, e.to_memory_id, f.status, t.status, "
+           "f.created_at "
            "FROM memory_edges e CROSS JOIN memories f ON f.memory_id = e.from_memory_id "
            "CROSS JOIN memories t ON t.memory_id = e.to_memory_id WHERE e.edge_type = ?")
     params: list[str] = [EdgeType.CONTRADICTS.value]
@@ -32,5 +56,6 @@ def contradictions(odb: OrchestratorDB, older_ids: Sequence[str] | None = None
         sql += f" AND e.to_memory_id IN ({','.join('?' * len(older_ids))})"
         params += list(older_ids)
     rows = odb.sql(sql + " ORDER BY f.created_at DESC, e.edge_id", params)
-    return [Contradiction(edge_id=r[0], newer_id=r[1], older_id=r[2],
-                          newer_status=Status(r[3]), older_status=Status(r[4])) for r in rows]
+    return [(r[5], Contradiction(edge_id=r[0], newer_id=r[1], older_id=r[2],
+                                 newer_status=Status(r[3]), older_status=Status(r[4])))
+            for r in rows]

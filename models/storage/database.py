@@ -184,6 +184,10 @@ class OrchestratorDB:
             finally:
                 self._local.memo = outer
 
+    def writing(self) -> bool:
+        """Whether this thread is inside a :meth:`write` transaction."""
+        return bool(getattr(self._local, "writing", 0))
+
     def memo(self) -> dict[str, Any] | None:
         """Inside a :meth:`snapshot` (or a job borrowing it), a dict for what cannot
         change within one snapshot (the file's columns: a read transaction sees one

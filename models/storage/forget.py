@@ -19,6 +19,7 @@ from .database import OrchestratorDB
 from .events import naming
 from .fts import optimize_index
 from .reflection import scrub
+from .row_cache import evict as evict_cached_rows
 from .tables import MemoryEdgeRow, MemoryEventRow, MemoryRow, MemorySourceRow
 from .vectors import delete_embedding
 
@@ -43,6 +44,7 @@ def erase(odb: OrchestratorDB, memory_id: str) -> None:
     MemorySourceRow.delete().where(MemorySourceRow.memory == memory_id).execute()
     delete_embedding(memory_id)
     _scrub_audit(memory_id)
+    evict_cached_rows(odb)  # again after the commit (edits._erase_leftovers)
     for crystal in scrub(memory_id):  # a crystal that quoted it goes with it
         erase(odb, crystal)
     # Merging every segment drops the deleted tokens; until then they stay in the index.

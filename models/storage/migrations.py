@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING
 import peewee
 
 from ..schema import format_ts, utc_now
-from . import sample_recall, steps_log, steps_time
+from . import sample_recall, steps_log, steps_rows, steps_time
 from .backup import restore_backup, take_backup
 from .degraded import mark_degraded
 from .steps_governance import downgrade_from_3, upgrade_to_3
@@ -98,6 +98,7 @@ MIGRATIONS: list[Step] = [
     Step(4, steps_time.up, steps_time.down),  # time on memories (issue 18)
     Step(steps_log.VERSION, steps_log.up, steps_log.down),
     Step(6, upgrade_to_6, downgrade_from_6),
+    Step(steps_rows.VERSION, steps_rows.up, steps_rows.down),  # recall's row cache (issue 21)
 ]
 
 

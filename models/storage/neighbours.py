@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from . import row_cache
+
 if TYPE_CHECKING:
     from .database import OrchestratorDB
 
@@ -40,9 +42,20 @@ class Near:
 
 def around(odb: OrchestratorDB, memory_ids: Sequence[str], radius: int) -> dict[str, list[Near]]:
     """memoryId -> its neighbours: up to ``radius`` memories of the same conversation on
-    each side (by write order), then the other ends of its edges."""
+    each side (by write order), then the other ends of its edges (each memory's read
+    once per counter value when the snapshot has a row cache)."""
     if not memory_ids:
         return {}
+    cache = row_cache.current(odb)
+    if cache is None:
+        return _around(odb, memory_ids, radius)
+    held = cache.per_memory(("around", radius), memory_ids,
+                            lambda missing: _around(odb, missing, radius))
+    return {m: held[m] for m in memory_ids}
+
+
+def _around(odb: OrchestratorDB, memory_ids: Sequence[str],
+            radius: int) -> dict[str, list[Near]]:
     listed = json.dumps(list(memory_ids))
     out: dict[str, list[Near]] = {m: [] for m in memory_ids}
     asks: dict[str, bool] = {}

@@ -28,6 +28,7 @@ from ..schema import (
     Status,
 )
 from ..trusted import trusted
+from . import row_cache
 from .governance_columns import governance_fields
 from .provenance import CapturedSource
 from .validity_columns import NO_TIME_COLUMNS_SQL, TIME_COLUMNS_SQL, has_time
@@ -56,6 +57,10 @@ _PASSING_TYPES = f"{_PASSING} AND +type IN {_IDS}"
 _NODES = {True: f"SELECT {_NODE_COLUMNS}{TIME_COLUMNS_SQL} FROM memories WHERE memory_id IN {_IDS}",
           False: f"SELECT {_NODE_COLUMNS}{NO_TIME_COLUMNS_SQL} FROM memories "
           f"WHERE memory_id IN {_IDS}"}
+#: :data:`_NODES` and the ``forgotten`` flag last (the row cache's read).
+_NODES_LIVE = {with_time: sql.replace(" FROM memories", ", forgotten FROM memories", 1)
+               for with_time, sql in _NODES.items()}
+_SCOPE, _SESSION, _PROJECT, _SENSITIVITY, _TAGS = 16, 17, 18, 19, 20
 _EDGES = ("SELECT edge_id, from_memory_id, to_memory_id, edge_type, weight, reason, created_at "
           f"FROM memory_edges WHERE from_memory_id IN {_IDS} OR to_memory_id IN {_IDS} "
           "ORDER BY edge_id")
@@ -65,7 +70,7 @@ _SAID = (f"SELECT memory_id FROM memories WHERE status IN {_IDS} AND type IN {_I
          "AND created_at >= ? AND created_at < ? AND +forgotten = 0 ORDER BY created_at LIMIT ?")
 _BRIEFS = (f"SELECT memory_id, type, summary, status FROM memories WHERE memory_id IN {_IDS} "
            "ORDER BY memory_id")
-_SOURCES = ("SELECT memory_id, source_type, source_path, conversation_id, workflow_run_id, "
+_SOURCES = ("SELECT id, memory_id, source_type, source_path, conversation_id, workflow_run_id, "
             f"step_id, captured_by, captured_at FROM memory_sources WHERE memory_id IN {_IDS} "
             "ORDER BY id")
 
@@ -114,6 +119,10 @@ def passing(odb: OrchestratorDB, ids: Sequence[str], statuses: Sequence[str],
     that ``view`` sees (scope, sensitivity, tags)."""
     if not ids:
         return set()
+    cache = row_cache.current(odb)
+    if cache is not None:
+        return _passing_cached(odb, cache, ids, set(statuses),
+                               None if types is None else set(types), view)
     seen, seen_params = view.sql()
     if types is None:
         return {r[0] for r in odb.sql(f"{_PASSING} AND {seen}",
@@ -126,14 +135,65 @@ def rank_inputs(odb: OrchestratorDB, ids: Sequence[str]) -> list[RankInputs]:
     """Importance, confidence and createdAt of each of ``ids`` that exists (with its row)."""
     if not ids:
         return []
-    return [RankInputs(row[0], row[2], row[5], row[13], row[1], row)
-            for row in odb.sql(_NODES[has_time(odb)], (_json(ids),))]
+    cache = row_cache.current(odb)
+    if cache is None:
+        return [_inputs(row) for row in node_rows(odb, ids)]
+
+    def read(missing: list[str]) -> dict[str, RankInputs | None]:
+        found = _cached_rows(odb, cache, missing)
+        return {m: None if (entry := found[m]) is None else _inputs(entry[0]) for m in missing}
+    held = cache.per_memory("rank_inputs", ids, read)
+    return [found for m in sorted(set(ids)) if (found := held[m]) is not None]
+
+
+def _inputs(row: tuple[Any, ...]) -> RankInputs:
+    return RankInputs(row[0], row[2], row[5], row[13], row[1], row)
+
+
+def node_rows(odb: OrchestratorDB, ids: Sequence[str]) -> list[tuple[Any, ...]]:
+    """The node rows of those of ``ids`` that exist, by memoryId (as SQLite gives them
+    for ``IN``: sorted, each once), from the row cache when there is one."""
+    cache = row_cache.current(odb)
+    if cache is None:
+        return odb.sql(_NODES[has_time(odb)], (_json(ids),))
+    found = _cached_rows(odb, cache, ids)
+    return [entry[0] for m in sorted(set(ids)) if (entry := found[m]) is not None]
+
+
+def _cached_rows(odb: OrchestratorDB, cache: row_cache.RowCache, ids: Sequence[str]
+                 ) -> dict[str, tuple[tuple[Any, ...], int] | None]:
+    """memoryId -> (node row, forgotten) or None, for each of ``ids``, through ``cache``."""
+    def read(missing: list[str]) -> dict[str, tuple[tuple[Any, ...], int] | None]:
+        rows: dict[str, tuple[tuple[Any, ...], int] | None] = dict.fromkeys(missing)
+        for row in odb.sql(_NODES_LIVE[has_time(odb)], (_json(missing),)):
+            rows[row[0]] = (row[:-1], row[-1])
+        return rows
+    return cache.fill(cache.rows, ids, read)
+
+
+def _passing_cached(odb: OrchestratorDB, cache: row_cache.RowCache, ids: Sequence[str],
+                    statuses: set[str], types: set[str] | None, view: View) -> set[str]:
+    """:func:`passing` over the cached rows (:meth:`View.sees` is its SQL in Python)."""
+    found = _cached_rows(odb, cache, ids)
+    out = set()
+    for memory_id in ids:
+        entry = found[memory_id]
+        if entry is None or entry[1]:
+            continue
+        row = entry[0]
+        if row[STATUS] in statuses and (types is None or row[1] in types) and view.sees(
+                row[_SCOPE], row[_SESSION], row[_PROJECT], row[_SENSITIVITY],
+                json.loads(row[_TAGS]) if view.tags else []):
+            out.add(memory_id)
+    return out
 
 
 def contents(odb: OrchestratorDB, ids: Sequence[str]) -> dict[str, str]:
     """memoryId -> content, for those of ``ids`` that exist."""
     if not ids:
         return {}
+    if row_cache.current(odb) is not None:
+        return {row[0]: row[CONTENT] for row in node_rows(odb, ids)}
     return {r[0]: r[1] for r in odb.sql(_CONTENTS, (_json(ids),))}
 
 
@@ -144,9 +204,21 @@ def said_between(odb: OrchestratorDB, start: str, end: str, statuses: Sequence[s
     return [r[0] for r in odb.sql(_SAID, (_json(statuses), _json(types), start, end, limit))]
 
 
-def nodes(rows: Sequence[tuple[Any, ...]], orchestrator_id: str) -> dict[str, MemoryNode]:
-    """memoryId -> its node, from node rows read in this snapshot (:attr:`RankInputs.row`)."""
-    return {row[0]: _node(row, orchestrator_id) for row in rows}
+def nodes(rows: Sequence[tuple[Any, ...]], orchestrator_id: str,
+          cache: row_cache.RowCache | None = None) -> dict[str, MemoryNode]:
+    """memoryId -> its node, from node rows read in this snapshot (:attr:`RankInputs.row`);
+    with the snapshot's row ``cache`` (whose rows they are), each node is made once
+    (a node is frozen)."""
+    if cache is None:
+        return {row[0]: _node(row, orchestrator_id) for row in rows}
+    made = cache.nodes
+    out = {}
+    for row in rows:
+        node = made.get(row[0])
+        if node is None:
+            node = made[row[0]] = _node(row, orchestrator_id)
+        out[row[0]] = node
+    return out
 
 
 def assembly(odb: OrchestratorDB, ids: Sequence[str],
@@ -165,19 +237,73 @@ def assembly(odb: OrchestratorDB, ids: Sequence[str],
     missing = [m for m in ids if m not in known and m not in made]
     found = [known[m] for m in ids if m in known and m not in made]
     if missing:
-        found += odb.sql(_NODES[has_time(odb)], (_json(missing),))
-    by_id = {**{m: made[m] for m in ids if m in made}, **nodes(found, odb.orchestrator_id)}
-    listed = _json(ids)
+        found += node_rows(odb, missing)
+    cache = row_cache.current(odb)
+    by_id = {**{m: made[m] for m in ids if m in made},
+             **nodes(found, odb.orchestrator_id, cache)}
     edges = [trusted(
         MemoryEdge, edge_id=e[0], from_memory_id=e[1], to_memory_id=e[2], edge_type=EdgeType(e[3]),
-        weight=e[4], reason=e[5], created_at=e[6]) for e in odb.sql(_EDGES, (listed, listed))]
+        weight=e[4], reason=e[5], created_at=e[6]) for e in _edge_rows(odb, cache, ids)]
     outside = sorted({end for e in edges for end in (e.from_memory_id, e.to_memory_id)}
                      - set(ids))
     neighbors = [Brief(r[0], MemoryType(r[1]), r[2], Status(r[3]))
-                 for r in odb.sql(_BRIEFS, (_json(outside),))] if outside else []
+                 for r in _brief_rows(odb, cache, outside)] if outside else []
     sources = [CapturedSource(memory_id=r[0], source=_source(r[1:7]), captured_at=r[7])
-               for r in odb.sql(_SOURCES, (listed,))]
+               for r in _source_rows(odb, cache, ids)]
     return Assembly(by_id, edges, neighbors, sources)
+
+
+def prefetch(odb: OrchestratorDB, ids: Sequence[str]) -> None:
+    """Read the edges and sources of ``ids`` into the snapshot's row cache now (none:
+    nothing): recall does it on its helper for the first text hits while it embeds."""
+    cache = row_cache.current(odb)
+    if cache is not None and ids:
+        _edge_rows(odb, cache, ids)
+        _source_rows(odb, cache, ids)
+
+
+def _edge_rows(odb: OrchestratorDB, cache: row_cache.RowCache | None,
+               ids: Sequence[str]) -> list[tuple[Any, ...]]:
+    """The edge rows touching any of ``ids``, by edgeId."""
+    if cache is None:
+        listed = _json(ids)
+        return odb.sql(_EDGES, (listed, listed))
+
+    def read(missing: list[str]) -> dict[str, list[tuple[Any, ...]]]:
+        listed = _json(missing)
+        touching: dict[str, list[tuple[Any, ...]]] = {m: [] for m in missing}
+        for edge in odb.sql(_EDGES, (listed, listed)):
+            for end in dict.fromkeys((edge[1], edge[2])):
+                if end in touching:
+                    touching[end].append(edge)
+        return touching
+    held = cache.fill(cache.edges, ids, read)
+    edges = {e[0]: e for touching in held.values() for e in touching}
+    return [edges[k] for k in sorted(edges)]
+
+
+def _source_rows(odb: OrchestratorDB, cache: row_cache.RowCache | None,
+                 ids: Sequence[str]) -> list[tuple[Any, ...]]:
+    """The source rows of ``ids``, oldest first (by memory_sources.id)."""
+    if cache is None:
+        return [r[1:] for r in odb.sql(_SOURCES, (_json(ids),))]
+
+    def read(missing: list[str]) -> dict[str, list[tuple[Any, ...]]]:
+        held: dict[str, list[tuple[Any, ...]]] = {m: [] for m in missing}
+        for row in odb.sql(_SOURCES, (_json(missing),)):
+            held[row[1]].append(row)
+        return held
+    held = cache.fill(cache.sources, ids, read)
+    return [r[1:] for r in sorted((r for rows in held.values() for r in rows),
+                                  key=lambda r: r[0])]
+
+
+def _brief_rows(odb: OrchestratorDB, cache: row_cache.RowCache | None,
+                ids: list[str]) -> list[tuple[Any, ...]]:
+    """(memoryId, type, summary, status) of those of the sorted ``ids`` that exist."""
+    if cache is None:
+        return odb.sql(_BRIEFS, (_json(ids),))
+    return [(r[0], r[1], r[4], r[STATUS]) for r in node_rows(odb, ids)]
 
 
 def _source(columns: Sequence[Any]) -> Source:

@@ -11,6 +11,7 @@ kept in sync by triggers inside the same transaction as the row it indexes.
 
 from __future__ import annotations
 
+import secrets
 from typing import Any
 
 from peewee import (
@@ -33,7 +34,7 @@ from .logtables import EPISODE_FTS_DDL, LOG_TABLES
 #: In meta. A file with a newer version is refused at open (integrity.py); an older one
 #: is brought up to this version by the numbered steps of migrations.py when a writer
 #: opens it. A DDL change here needs a new step there.
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 #: Porter stemming over unicode61 with diacritics folded: "café" matches "cafe",
 #: "running" matches "run".
@@ -340,6 +341,25 @@ FTS_DDL = (
     END""",
 )
 
+#: Schema 7: ``meta.rows_seq`` goes up with every change of the rows recall caches
+#: (row_cache.py), in the changing transaction.
+_BUMP = "UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'rows_seq'"
+ROWS_SEQ_DDL = tuple(
+    f"CREATE TRIGGER IF NOT EXISTS {table}_rows_seq_{event.lower()} AFTER {event} ON {table} "
+    f"BEGIN {_BUMP}; END"
+    for table in ("memories", "memory_edges", "memory_sources")
+    for event in ("INSERT", "UPDATE", "DELETE"))
+ROWS_SEQ_TRIGGERS = tuple(f"{table}_rows_seq_{event}"
+                          for table in ("memories", "memory_edges", "memory_sources")
+                          for event in ("insert", "update", "delete"))
+
+
+def rows_seq_start() -> str:
+    """The counter's first value: random, so that a file migrated down and up again
+    never repeats a value a process may still hold a cache for."""
+    return str(secrets.randbits(48))
+
+
 #: meta keys
 META_SCHEMA_VERSION = "schema_version"
 META_ORCHESTRATOR_ID = "orchestrator_id"
@@ -347,6 +367,8 @@ META_EMBEDDING_SEQ = "embedding_seq"
 META_EMBEDDING_DELETES = "embedding_deletes"
 META_EVENT_WATERMARK = "event_watermark"
 META_LAST_MIGRATED_AT = "last_migrated_at"
+#: The change counter of the rows recall caches (row_cache.py, schema 7).
+META_ROWS_SEQ = "rows_seq"
 
 
 def create_schema(db: Database, orchestrator_id: str) -> None:
@@ -356,13 +378,14 @@ def create_schema(db: Database, orchestrator_id: str) -> None:
     """
     with db.bind_ctx(TABLES):
         db.create_tables(TABLES, safe=True)
-        for statement in (*FTS_DDL, *EPISODE_FTS_DDL):
+        for statement in (*FTS_DDL, *EPISODE_FTS_DDL, *ROWS_SEQ_DDL):
             db.execute_sql(statement)
         for key, value in (
             (META_SCHEMA_VERSION, str(SCHEMA_VERSION)),
             (META_ORCHESTRATOR_ID, orchestrator_id),
             (META_EMBEDDING_SEQ, "0"),
             (META_EMBEDDING_DELETES, "0"),
+            (META_ROWS_SEQ, rows_seq_start()),
         ):
             MetaRow.insert(key=key, value=value).on_conflict_ignore().execute()
 

@@ -11,6 +11,7 @@ from orchmem_testing import make_settings
 from orchmem.models.schema import MemoryInput, validate
 from orchmem.models.storage.database import Databases
 from orchmem.models.storage.steps_reflect import downgrade_from_6
+from orchmem.models.storage.tables import SCHEMA_VERSION
 from orchmem.models.writeback import write_memories
 
 
@@ -53,4 +54,6 @@ def test_a_previous_schema_file_migrates_to_6_with_its_conflicts_as_insights(
     rows = again.sql("SELECT kind, status, memory_ids FROM insights")
     newer_id, older_id = result["contradicted"][0]
     assert rows == [("conflict", "open", f'["{newer_id}","{older_id}"]')]
-    assert again.sql("SELECT value FROM meta WHERE key = 'schema_version'") == [("6",)]
+    # Step 6 and every later one: the file is at this release's version.
+    assert again.sql("SELECT value FROM meta WHERE key = 'schema_version'") == [
+        (str(SCHEMA_VERSION),)]
