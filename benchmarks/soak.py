@@ -40,6 +40,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, choices=(1, 2), default=2,
                         help="2: one worker per shard (as `orchmem up`); 1: one worker for "
                              "both shards")
+    parser.add_argument("--worker-onnx-threads", type=int,
+                        help="embedding.onnx_threads of the shard workers only (default: "
+                             "the setting's default, as the benchmark's clients)")
     parser.add_argument("--root", help="keep the data here (default: a temp folder)")
     parser.add_argument("--timeline", action="store_true",
                         help="capture Celery's task events: per task name, the time from "
@@ -49,6 +52,9 @@ def main() -> None:
     with temp_root(args.root) as root, redis_server(root / "redis") as url:
         settings = settings_for(root, url, shards=2, memory={"ingest": {"min_file_age_s": 0}},
                                 worker={"batch_max": args.batch_max})
+        served = settings if args.worker_onnx_threads is None else settings.model_copy(
+            update={"embedding": settings.embedding.model_copy(
+                update={"onnx_threads": args.worker_onnx_threads})})
         app = create_app(settings)
         latencies: dict[str, list[float]] = {"write_back": [], "bulletin": [], "recall": [],
                                              "ingest_drop": []}
@@ -57,7 +63,7 @@ def main() -> None:
         lock = threading.Lock()
         with ExitStack() as workers:
             for shards in ([[0], [1]] if args.workers == 2 else [None]):
-                workers.enter_context(worker_process(settings, shards))
+                workers.enter_context(worker_process(served, shards))
             for index in range(args.orchestrators):  # warm-up: models loaded, files made
                 MemoryClient(f"soak-{index}", settings, app=app).bulletin(timeout=120)
             pids = worker_pids(root / "bench.toml")
@@ -149,6 +155,7 @@ def main() -> None:
                for name, v in latencies.items()}
         emit({"benchmark": "soak", "minutes": args.minutes, "batch_max": args.batch_max,
               "workers": args.workers,
+              "worker_onnx_threads": served.embedding.onnx_threads,
               "orchestrators": args.orchestrators, "seconds": round(elapsed, 1),
               "operations_ms": ops,
               # CPU per message (write-back, bulletin, recall) of each part, in ms: the
