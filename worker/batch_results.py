@@ -1,14 +1,12 @@
-"""A batch's task results, stored in the result backend in one round trip, not 2 per task.
+"""A batch's task results, stored in the result backend in two round trips, not 2 per task.
 
 Celery stores one task's result with a read (a stored SUCCESS is never overwritten:
 a lost worker's duplicate must not replace a result) and a write (``SET``
 and ``PUBLISH``, for a client waiting on it), each one round trip to Redis. For a
 batch of 64 that is 128 round trips after its commit, about an eighth of a batching
 child's time. :func:`store_results` does the same for every task of a batch with one
-Lua script (:data:`_STORE`: the read, and the write of each result not stored as a
-SUCCESS already, run in Redis), with Celery's own result meta, encoding (JSON, which
-the script reads), expiry (failures keep ``result_extended``'s ``failure_expires``) and
-retry policy (``backend.ensure``). A bulletin's caller waits for that round trip.
+``MGET`` and one pipeline, with Celery's own result meta, encoding, expiry (failures
+keep ``result_extended``'s ``failure_expires``) and retry policy (``backend.ensure``).
 
 A task whose result needs more than a stored value (part of a chord or chain, with
 errbacks, ``ignore_result``), a value too large for Redis, or a backend that is not
@@ -49,8 +47,8 @@ def _entry(backend: Any, task_id: str, outcome: Outcome,
            request: Context) -> tuple[str, str, str] | None:
     """The key, encoded meta and state to write in the batch's pipeline; None when
     this result must go through Celery's own per-task path."""
-    if not isinstance(backend, RedisBackend) or backend.serializer != "json" or \
-            request.chord or request.chain or request.errbacks or request.ignore_result:
+    if not isinstance(backend, RedisBackend) or request.chord or request.chain or \
+            request.errbacks or request.ignore_result:
         return None
     state = _STATES[outcome.state]
     result = backend.encode_result(outcome.value, state)
@@ -63,37 +61,18 @@ def _entry(backend: Any, task_id: str, outcome: Outcome,
     return backend.get_key_for_task(task_id).decode(), value, state
 
 
-#: KEYS: the results' keys; ARGV: each one's encoded meta and expiry (seconds, 0 =
-#: none), in turn. A key holding a SUCCESS keeps it (as Celery's read before its write);
-#: any other is set and published. A stored value that is not JSON is overwritten.
-_STORE = """
-for i, key in ipairs(KEYS) do
-  local value, expires = ARGV[2 * i - 1], tonumber(ARGV[2 * i])
-  local stored = redis.call('GET', key)
-  local ok, meta = false, nil
-  if stored then ok, meta = pcall(cjson.decode, stored) end
-  if not (ok and type(meta) == 'table' and meta['status'] == 'SUCCESS') then
-    if expires > 0 then
-      redis.call('SET', key, value, 'EX', expires)
-    else
-      redis.call('SET', key, value)
-    end
-    redis.call('PUBLISH', key, value)
-  end
-end
-"""
-
-
 def _write_together(backend: RedisBackend, together: list[tuple[str, str, str]]) -> None:
-    """One script call (:data:`_STORE`): keep a stored SUCCESS, as Celery does, set and
-    publish the rest."""
-    args: list[str | int] = []
-    for _, value, state in together:
-        expires = getattr(backend, "failure_expires", backend.expires) \
-            if state == states.FAILURE else backend.expires
-        args += [value, int(expires or 0)]
-    script = backend.client.register_script(_STORE)
-    script(keys=[key for key, _, _ in together], args=args)
+    """One MGET (keep a stored SUCCESS, as Celery does), one pipeline for the rest."""
+    current = backend.client.mget([key for key, _, _ in together])
+    with backend.client.pipeline() as pipe:
+        for (key, value, state), stored in zip(together, current, strict=True):
+            if stored and backend.decode_result(stored).get("status") == states.SUCCESS:
+                continue
+            expires = getattr(backend, "failure_expires", backend.expires) \
+                if state == states.FAILURE else backend.expires
+            pipe.set(key, value, ex=expires or None)
+            pipe.publish(key, value)
+        pipe.execute()
 
 
 def _store_one(backend: Any, task_id: str, outcome: Outcome, request: Context) -> None:
