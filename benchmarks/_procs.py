@@ -79,3 +79,27 @@ def cpu_by_part(workers: list[int], redis: list[int]) -> dict[str, float]:
     return {"worker_parent": cpu_seconds(parents),
             "worker_children": cpu_seconds([p for p in workers if p not in parents]),
             "redis": cpu_seconds(redis), "benchmark": own.user + own.system}
+
+
+def runqueue_wait_s(pids: list[int]) -> float:
+    """Seconds the threads of ``pids`` have spent runnable but waiting for a core
+    (``/proc/<pid>/task/<tid>/schedstat``, second field): how much a part waits for
+    the CPU rather than runs. Threads that ended are not counted."""
+    total = 0
+    for pid in pids:
+        try:
+            threads = list(Path(f"/proc/{pid}/task").iterdir())
+        except OSError:
+            continue
+        for thread in threads:
+            try:
+                total += int((thread / "schedstat").read_text().split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    return total / 1e9
+
+
+def wait_now(workers: list[int], redis: list[int]) -> dict[str, float]:
+    """:func:`runqueue_wait_s` of the workers, Redis and this process."""
+    return {"workers": runqueue_wait_s(workers), "redis": runqueue_wait_s(redis),
+            "benchmark": runqueue_wait_s([os.getpid()])}

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
+from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from _harness import percentiles
@@ -80,3 +82,78 @@ def _stages(tasks: list[dict[str, Any]]) -> dict[str, Any]:
             "received_to_started_ms": percentiles(ms("task-received", "task-started")),
             "started_to_done_ms": percentiles(ms("task-started", "task-succeeded")),
             "sent_to_done_ms": percentiles(ms("task-sent", "task-succeeded"))}
+
+
+def _epoch(stamp: str) -> float:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+class BulletinTrace:
+    """One soak bulletin's timeline, step by step (``soak.py --timeline``).
+
+    The client notes when it asked and when it had the answer (and the answer's
+    ``generatedAt``: when the worker began building it); the orchestrator's memory.log
+    has when the worker finished building it (its ``bulletin`` line, with the task id)
+    and when its write-backs ran (``writeback`` lines); Celery's task events
+    (:class:`Timeline`) have sent, received (the worker's consumer) and started (the
+    pool job holding it). One machine, one clock."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, float, float, str | None]] = []
+        self._lock = threading.Lock()
+
+    def note(self, orchestrator: str, asked: float, answered: float,
+             generated_at: str | None) -> None:
+        with self._lock:
+            self.calls.append((orchestrator, asked, answered, generated_at))
+
+    def summary(self, timeline: Timeline, logs: dict[str, list[dict[str, Any]]]
+                ) -> dict[str, Any]:
+        """Medians etc. of each step, over every bulletin matched to its log line."""
+        steps: dict[str, list[float]] = defaultdict(list)
+        for orchestrator, asked, answered, generated_at in self.calls:
+            records = logs.get(orchestrator, [])
+            built = [r for r in records if r.get("event") == "bulletin"
+                     and asked <= _epoch(r["at"]) <= answered]
+            if len(built) != 1 or generated_at is None:
+                continue
+            task = timeline.tasks.get(str(built[0].get("taskId")), {})
+            if not all(s in task for s in STAGES[:3]):
+                continue
+            start, end = _epoch(generated_at), _epoch(built[0]["at"])
+            writes = [_epoch(r["at"]) for r in records if r.get("event") == "writeback"
+                      and task["task-started"] <= _epoch(r["at"]) <= start]
+            marks = [("client_to_sent", asked, task["task-sent"]),
+                     ("sent_to_received", task["task-sent"], task["task-received"]),
+                     ("received_to_job_started", task["task-received"],
+                      task["task-started"]),
+                     ("job_started_to_build", task["task-started"], start),
+                     ("build", start, end),
+                     ("built_to_client", end, answered),
+                     ("total", asked, answered)]
+            if writes:
+                marks += [("job_started_to_own_writeback", task["task-started"], writes[-1]),
+                          ("own_writeback_to_build", writes[-1], start)]
+            for name, a, b in marks:
+                steps[name].append((b - a) * 1000)
+        return {"count": len(steps["total"]),
+                **{name: percentiles(values, (50, 95)) for name, values in steps.items()}}
+
+
+def memory_logs(paths: dict[str, Path]) -> dict[str, list[dict[str, Any]]]:
+    """Each orchestrator's memory.log records (this run's file, not rotated ones)."""
+    import json
+
+    logs = {}
+    for orchestrator, path in paths.items():
+        records = []
+        for part in sorted(path.parent.glob(path.name + "*")):  # and rotated ones
+            if part.name.endswith(".lock"):
+                continue
+            for line in part.read_text("utf-8", errors="replace").splitlines():
+                try:
+                    records.append(json.loads(line))
+                except ValueError:
+                    continue
+        logs[orchestrator] = records
+    return logs

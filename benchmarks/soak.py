@@ -21,8 +21,8 @@ import time
 from contextlib import ExitStack
 
 from _harness import emit, percentiles, redis_server, settings_for, temp_root, worker_process
-from _procs import cpu_now, redis_pids, rss_mb, worker_pids
-from _timeline import Timeline
+from _procs import cpu_now, redis_pids, rss_mb, wait_now, worker_pids
+from _timeline import BulletinTrace, Timeline, memory_logs
 
 from orchmem.worker.app import create_app
 from orchmem.worker.client import MemoryClient
@@ -40,14 +40,21 @@ def main() -> None:
     parser.add_argument("--workers", type=int, choices=(1, 2), default=2,
                         help="2: one worker per shard (as `orchmem up`); 1: one worker for "
                              "both shards")
+    parser.add_argument("--worker-onnx-threads", type=int,
+                        help="embedding.onnx_threads of the shard workers only (default: "
+                             "the setting's default, as the benchmark's clients)")
     parser.add_argument("--root", help="keep the data here (default: a temp folder)")
     parser.add_argument("--timeline", action="store_true",
                         help="capture Celery's task events: per task name, the time from "
-                             "sent to received, received to started, started to done")
+                             "sent to received, received to started, started to done; and "
+                             "each bulletin's steps (bulletin_trace)")
     args = parser.parse_args()
     with temp_root(args.root) as root, redis_server(root / "redis") as url:
         settings = settings_for(root, url, shards=2, memory={"ingest": {"min_file_age_s": 0}},
                                 worker={"batch_max": args.batch_max})
+        served = settings if args.worker_onnx_threads is None else settings.model_copy(
+            update={"embedding": settings.embedding.model_copy(
+                update={"onnx_threads": args.worker_onnx_threads})})
         app = create_app(settings)
         latencies: dict[str, list[float]] = {"write_back": [], "bulletin": [], "recall": [],
                                              "ingest_drop": []}
@@ -56,14 +63,16 @@ def main() -> None:
         lock = threading.Lock()
         with ExitStack() as workers:
             for shards in ([[0], [1]] if args.workers == 2 else [None]):
-                workers.enter_context(worker_process(settings, shards))
+                workers.enter_context(worker_process(served, shards))
             for index in range(args.orchestrators):  # warm-up: models loaded, files made
                 MemoryClient(f"soak-{index}", settings, app=app).bulletin(timeout=120)
             pids = worker_pids(root / "bench.toml")
             servers = redis_pids(url)
             rss_start = rss_mb(pids)
             cpu_start = cpu_now(pids, servers)
+            wait_start = wait_now(pids, servers)
             timeline = Timeline(app) if args.timeline else None
+            trace = BulletinTrace() if args.timeline else None
             if timeline is not None:
                 timeline.start()
             deadline = time.monotonic() + args.minutes * 60
@@ -90,9 +99,12 @@ def main() -> None:
                         with lock:
                             errors.append(handle.error or "?")
                     timed = [("write_back", spent)]
-                    started = time.perf_counter()
-                    client.bulletin()
+                    started, asked = time.perf_counter(), time.time()
+                    got = client.bulletin()
                     timed.append(("bulletin", (time.perf_counter() - started) * 1000))
+                    if trace is not None:
+                        trace.note(orch, asked, time.time(), got.bulletin.get("generatedAt")
+                                   if got.source == "live" else None)
                     started = time.perf_counter()
                     client.recall(" ".join(rng.sample(WORDS, 3)))
                     timed.append(("recall", (time.perf_counter() - started) * 1000))
@@ -127,6 +139,7 @@ def main() -> None:
             elapsed = time.monotonic() - started_all
             rss_end = rss_mb(pids)
             cpu_end = cpu_now(pids, servers)
+            wait_end = wait_now(pids, servers)
             if timeline is not None:
                 time.sleep(1)  # the last events
                 timeline.stop()
@@ -142,6 +155,7 @@ def main() -> None:
                for name, v in latencies.items()}
         emit({"benchmark": "soak", "minutes": args.minutes, "batch_max": args.batch_max,
               "workers": args.workers,
+              "worker_onnx_threads": served.embedding.onnx_threads,
               "orchestrators": args.orchestrators, "seconds": round(elapsed, 1),
               "operations_ms": ops,
               # CPU per message (write-back, bulletin, recall) of each part, in ms: the
@@ -150,12 +164,21 @@ def main() -> None:
               "cpu_ms_per_message": {
                   part: round((cpu_end[part] - cpu_start[part]) * 1000 /
                               max(1, len(latencies["bulletin"])), 2) for part in cpu_end},
+              # Time runnable but waiting for a core, per message, in ms: a part that
+              # waits long here is short of CPU, not slow.
+              "runqueue_wait_ms_per_message": {
+                  part: round((wait_end[part] - wait_start[part]) * 1000 /
+                              max(1, len(latencies["bulletin"])), 2) for part in wait_end},
               "worker_rss_mb": {"start": rss_start, "end": rss_end,
                                 "max": max(rss_samples or [rss_end])},
               "check": {"expected": sum(len(v) for v in expected.values()),
                         "stored": stored_total, "missing": missing,
                         "duplicated": duplicated, "publish_errors": len(errors)},
-              **({"timeline": timeline.summary()} if timeline is not None else {})})
+              **({"timeline": timeline.summary(),
+                  "bulletin_trace": trace.summary(timeline, memory_logs(
+                      {orch: settings.runtime_root(orch) / "memory" / "logs" / "memory.log"
+                       for orch in expected}))}
+                 if timeline is not None and trace is not None else {})})
 
 
 if __name__ == "__main__":

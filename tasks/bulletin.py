@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from celery import shared_task
@@ -14,7 +18,13 @@ from orchmem.models.storage.database import OrchestratorDB
 
 from .base import MemoryTask
 
+logger = logging.getLogger(__name__)
+
 BULLETIN = "orchmem.bulletin"
+
+#: Inside :func:`snapshots_later`: the snapshot files the bulletin task left for the end
+#: of the block, the last per folder (one pool job at a time: no lock needed).
+_later: dict[Path, tuple[str, str]] | None = None
 
 
 def write_bulletin(odb: OrchestratorDB, *, durable: bool = True) -> dict[str, Any]:
@@ -23,19 +33,52 @@ def write_bulletin(odb: OrchestratorDB, *, durable: bool = True) -> dict[str, An
 
     ``durable=False``: the files are not fsynced (the bulletin task, once per message:
     two fsyncs were about half of a soak job's time; the client reads a lost or empty
-    snapshot as none, and beat's refresh writes it again). A hard forget's rebuild,
-    which must replace text on disk, keeps them."""
+    snapshot as none, and beat's refresh writes it again), and inside
+    :func:`snapshots_later` they are written at the end of its block. A hard forget's
+    rebuild, which must replace text on disk, keeps them."""
     built = build(odb, utc_now())
     data = built.to_dict()
     text = built.to_text()
     folder = odb.workspace.bulletins_dir
-    folder.mkdir(parents=True, exist_ok=True)
-    write_atomically(folder / "latest.json", json.dumps(data, indent=2, ensure_ascii=False),
-                     durable=durable)
-    write_atomically(folder / "latest.md", f"# Memory bulletin of {odb.orchestrator_id}\n\n"
-                     f"_generated {data['generatedAt']}, events up to {data['watermark']}_"
-                     f"\n\n{text}\n", durable=durable)
+    files = (json.dumps(data, indent=2, ensure_ascii=False),
+             f"# Memory bulletin of {odb.orchestrator_id}\n\n"
+             f"_generated {data['generatedAt']}, events up to {data['watermark']}_"
+             f"\n\n{text}\n")
+    if _later is not None and not durable:
+        _later[folder] = files
+    else:
+        _write_files(folder, files, durable=durable)
     return {**data, "text": text}
+
+
+def _write_files(folder: Path, files: tuple[str, str], *, durable: bool) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    write_atomically(folder / "latest.json", files[0], durable=durable)
+    write_atomically(folder / "latest.md", files[1], durable=durable)
+
+
+@contextmanager
+def snapshots_later() -> Iterator[None]:
+    """Within the block, the bulletin task leaves its snapshot files (not durable ones)
+    to the block's end, and writes only the last of each orchestrator.
+
+    A batching shard worker runs each pool job in this block (``run_batch``): a
+    bulletin's caller gets its result, and the job's next orchestrator its turn,
+    without waiting for files that only a fallback reads. The files are written before
+    the job ends, so before anything that runs after it (a hard forget rebuilds them).
+    One that cannot be written is logged: the client reads a missing snapshot as none.
+    """
+    global _later
+    outer, _later = _later, {}
+    try:
+        yield
+    finally:
+        waiting, _later = _later, outer
+        for folder, files in waiting.items():
+            try:
+                _write_files(folder, files, durable=False)
+            except OSError as exc:
+                logger.warning("bulletin snapshot in %s not written: %s", folder, exc)
 
 
 @shared_task(base=MemoryTask, bind=True, name=BULLETIN, kind="bulletin", tracked=False,

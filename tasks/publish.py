@@ -52,6 +52,9 @@ class Envelope:
     kind: str
     key: str
     payload: dict[str, Any]
+    #: Its key was made for this request alone (a bulletin's uuid): no earlier delivery
+    #: can have stored an outcome under its task id, so none is dropped before sending.
+    fresh: bool = False
 
     @property
     def task_id(self) -> str:
@@ -109,16 +112,17 @@ def kwargs_repr(kwargs: dict[str, Any]) -> str:
 
 def send(app: Celery, task: str, kwargs: dict[str, Any], *, task_id: str | None = None,
          expires_s: float | None = None, ignore_result: bool = False,
-         sent_event: bool = True) -> AsyncResult:
+         sent_event: bool = True, fresh: bool = False) -> AsyncResult:
     """Send one message (routed by the app's shard router), or run it here in immediate
     mode. ``ignore_result``: nothing is stored in (or awaited from) the result store,
     for a task that answers its caller another way. ``sent_event=False``: no task-sent
     event even when the app sends them (for a task whose worker sends no events).
+    ``fresh``: ``task_id`` was never sent before (no stored outcome to drop).
     Raises BrokerUnavailable when the broker refuses or cannot be reached."""
     if app.conf.task_always_eager:
         return app.tasks[task].apply(kwargs=kwargs, task_id=task_id)
     try:
-        if task_id is not None:
+        if task_id is not None and not fresh:
             # The id is stable across re-sends: drop the stored outcome of an earlier
             # delivery, so whoever waits now gets this delivery's answer (the same ids,
             # marked ``duplicate`` when the receipt says it was applied before).
@@ -157,7 +161,8 @@ def _route_headers(app: Celery) -> dict[str, Any]:
 
 def send_envelope(app: Celery, env: Envelope, *, expires_s: float | None = None) -> AsyncResult:
     """:func:`send` for one orchestrator's request, under its stable task id."""
-    return send(app, env.task, env.kwargs, task_id=env.task_id, expires_s=expires_s)
+    return send(app, env.task, env.kwargs, task_id=env.task_id, expires_s=expires_s,
+                fresh=env.fresh)
 
 
 def publish(app: Celery, env: Envelope, outbox: Outbox | None = None, *,

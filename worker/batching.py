@@ -60,6 +60,7 @@ from orchmem.tasks.batch import (
     orchestrator_of,
     run_one,
 )
+from orchmem.tasks.bulletin import snapshots_later
 
 from .app import OrchmemCelery
 from .batch_acks import acknowledge_together
@@ -386,18 +387,22 @@ def run_batch(names: list[str], items: list[Waiting]) -> list[str]:
 
     A read waits for no write it does not follow: the reads of an orchestrator with no
     write in the job run first, and each orchestrator's run right after the commit of
-    its own writes (whose results are stored then, in two round trips,
-    :mod:`.batch_results`), before the next orchestrator's writes. Each read's result is
-    stored as soon as it is built (its caller waits for it: a bulletin)."""
+    its own writes, before the next orchestrator's writes. Each read's result is stored
+    as soon as it is built (its caller waits for it: a bulletin), the first one with the
+    results of the writes it follows (in two round trips, :mod:`.batch_results`). The
+    bulletins' snapshot files are written once every result is stored
+    (:func:`~orchmem.tasks.bulletin.snapshots_later`)."""
     assert _APP is not None, "batching.install() runs before the pool starts"
     job = _Job(_APP.backend, [_APP.tasks[name] for name in names], items)
     writes = job.writes
     written = {orchestrator_of(items[i]) for i in writes}
-    job.read(lambda orchestrator: orchestrator not in written)
-    if writes:
-        apply_batch(job.tasks[writes[0]], [items[i] for i in writes],
-                    committed=lambda at, done: job.committed([writes[i] for i in at], done))
-    job.read(lambda _: True)  # none left, unless a write had no orchestrator
+    with snapshots_later():
+        job.read(lambda orchestrator: orchestrator not in written)
+        if writes:
+            apply_batch(job.tasks[writes[0]], [items[i] for i in writes],
+                        committed=lambda at, done: job.committed([writes[i] for i in at],
+                                                                 done))
+        job.read(lambda _: True)  # none left, unless a write had no orchestrator
     return job.states()
 
 
@@ -416,23 +421,32 @@ class _Job:
         self.error: Exception | None = None
 
     def committed(self, positions: list[int], done: list[Outcome]) -> None:
-        """One orchestrator's writes are committed: store their results, run its reads."""
+        """One orchestrator's writes are committed: run its reads, store the results.
+
+        The writes' results are stored with its first read's (one store, not two, before
+        that read's caller has it), or alone when it has none in the job."""
         for position, outcome in zip(positions, done, strict=True):
             self.outcomes[position] = outcome
-        self._store([self.items[i] for i in positions], done)
         orchestrator = orchestrator_of(self.items[positions[0]])
-        self.read(lambda other: other == orchestrator)
+        self.read(lambda other: other == orchestrator,
+                  stored_with=([self.items[i] for i in positions], done))
 
-    def read(self, which: Callable[[str | None], bool]) -> None:
-        """Run, in job order, the reads not run yet of the orchestrators ``which`` picks."""
+    def read(self, which: Callable[[str | None], bool],
+             stored_with: tuple[list[Waiting], list[Outcome]] = ([], [])) -> None:
+        """Run, in job order, the reads not run yet of the orchestrators ``which`` picks;
+        ``stored_with``: results to store with the first read's (or after none ran)."""
         writes = set(self.writes)
+        items, outcomes = stored_with
         for position, task in enumerate(self.tasks):
             item = self.items[position]
             if self.outcomes[position] is None and position not in writes \
                     and which(orchestrator_of(item)):
                 outcome = run_one(task, item)
                 self.outcomes[position] = outcome
-                self._store([item], [outcome])
+                self._store([*items, item], [*outcomes, outcome])
+                items, outcomes = [], []
+        if items:
+            self._store(items, outcomes)
 
     def _store(self, items: list[Waiting], outcomes: list[Outcome]) -> None:
         try:

@@ -23,6 +23,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, Literal
 
@@ -152,9 +153,12 @@ class MemoryClient(ReflectionMixin, GovernanceCalls, ContextCalls, LogCalls):
 
     def _publish(self, task: str, kind: str, payload: dict[str, Any], *,
                  expires_s: float | None = None,
-                 check: Callable[[dict[str, Any]], object] | None = None) -> WriteHandle:
+                 check: Callable[[dict[str, Any]], object] | None = None,
+                 fresh: bool = False) -> WriteHandle:
         """Check, record (durable kinds) and publish through the one publish path.
 
+        ``fresh``: the payload's idempotency key was made for this request alone
+        (:attr:`~orchmem.tasks.publish.Envelope.fresh`).
         Never raises: a payload ``check`` refuses, or one that cannot be recorded or
         sent, gives a handle with ``ok=False`` and the error's code at once.
         """
@@ -164,7 +168,7 @@ class MemoryClient(ReflectionMixin, GovernanceCalls, ContextCalls, LogCalls):
         try:
             if check is not None:
                 check(payload)
-            env = envelope(self.orchestrator_id, task, kind, payload)
+            env = replace(envelope(self.orchestrator_id, task, kind, payload), fresh=fresh)
         except OrchmemError as exc:
             return WriteHandle.refused(self.orchestrator_id, "", exc,
                                        self._warn(f"{task} refused", exc))
@@ -464,7 +468,7 @@ class MemoryClient(ReflectionMixin, GovernanceCalls, ContextCalls, LogCalls):
         # skips it instead of building a bulletin nobody reads.
         handle = self._publish(BULLETIN, "bulletin",
                                {"idempotencyKey": f"bulletin-{uuid.uuid4().hex}"},
-                               expires_s=limit)
+                               expires_s=limit, fresh=True)
         if not handle.ok:
             return self._fallback([f"bulletin not requested: {handle.message}"])
         value = handle.wait(limit)

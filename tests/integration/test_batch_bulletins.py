@@ -10,12 +10,16 @@ The number of jobs is the pool's own count (``inspect().stats()``, ``pool.writes
 
 from __future__ import annotations
 
+import json
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
-from orchmem_testing import WorkerProcess, distinct_texts
+from orchmem_testing import WorkerProcess, distinct_texts, make_settings
 
+from orchmem.models.schema import format_ts
 from orchmem.models.storage.database import Databases
-from orchmem.tasks.bulletin import BULLETIN
+from orchmem.tasks.bulletin import BULLETIN, snapshots_later, write_bulletin
 from orchmem.tasks.publish import envelope, send_envelope
 from orchmem.tasks.writeback import WRITEBACK
 from orchmem.worker.app import OrchmemCelery, create_app
@@ -65,6 +69,12 @@ def test_waiting_bulletins_run_in_the_job_of_the_writes_before_them(isolated: An
         # Every write published before the bulletin, none published after it.
         assert before <= _cited(bulletin), (orch, round_)
         assert not after & _cited(bulletin), (orch, round_)
+    # An orchestrator's write-backs and its bulletin in one job have their results
+    # stored together, once the bulletin is built (before: the write-backs' first, in a
+    # store of their own the bulletin waited for).
+    together = [at for at, result in writes.items()
+                if _stored_at(result) > built[at]["generatedAt"]]
+    assert together, "every write-back's result was stored before its bulletin was built"
     # One job per bulletin would be 24 jobs for the bulletins alone (and more for the
     # write-backs and the start's control tasks).
     assert jobs < len(bulletins), f"{jobs} pool jobs for {len(bulletins)} bulletins"
@@ -77,6 +87,34 @@ def test_waiting_bulletins_run_in_the_job_of_the_writes_before_them(isolated: An
         built_at = built[orch, 0]["generatedAt"]
         later = [committed[i] for o in ORCHESTRATORS[position + 1:] for i in written[o, 0]]
         assert all(built_at < at for at in later), (orch, built_at, min(later, default=None))
+
+
+def _stored_at(result: Any) -> str:
+    """When a result was stored (Celery's ``date_done``), as the bulletin writes times."""
+    done = result.date_done
+    if isinstance(done, str):
+        done = datetime.fromisoformat(done)
+    return format_ts(done if done.tzinfo else done.replace(tzinfo=UTC))
+
+
+def test_a_jobs_bulletin_snapshots_are_written_at_its_end(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path, "")
+    odb = Databases(settings).open("snapshots-later")
+    assert odb is not None
+    latest = odb.workspace.bulletins_dir / "latest.json"
+    with snapshots_later():
+        first = write_bulletin(odb, durable=False)
+        assert not latest.exists()  # left to the block's end
+        last = write_bulletin(odb, durable=False)
+        assert not latest.exists()
+    written = json.loads(latest.read_text("utf-8"))
+    assert written["generatedAt"] == last["generatedAt"] != first["generatedAt"]
+    assert (latest.parent / "latest.md").read_text("utf-8").count(last["generatedAt"]) == 1
+    # A durable write (a hard forget's rebuild) does not wait.
+    latest.unlink()
+    with snapshots_later():
+        rebuilt = write_bulletin(odb)
+        assert json.loads(latest.read_text("utf-8"))["generatedAt"] == rebuilt["generatedAt"]
 
 
 def _committed_at(settings: Any, owners: dict[str, str]) -> dict[str, str]:

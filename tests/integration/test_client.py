@@ -115,3 +115,19 @@ def test_bad_input_is_refused_with_an_error_not_raised(isolated: Any) -> None:
     assert "idempotencyKey" in [e["path"] for e in handle.errors]
     with pytest.raises(ValueError):
         client.context_for("chitchat", "x")  # type: ignore[arg-type]
+
+
+def test_a_bulletin_request_drops_no_stored_result_first(isolated: Any) -> None:
+    # Its key is new (a uuid): nothing can be stored under its task id, so the publish
+    # skips the DEL a re-sent request needs (a round trip per message, issue 22).
+    settings = isolated(shards=1)
+    client = MemoryClient("fresh-bulletin", settings, app=create_app(settings))
+    redis = client.app.backend.client
+
+    def calls(name: str) -> int:
+        return int(redis.info("commandstats").get(f"cmdstat_{name}", {}).get("calls", 0))
+
+    before = calls("del"), calls("lpush")
+    result = client.bulletin(timeout=0.5)  # no worker: it falls back, after the publish
+    assert result.source != "live" and calls("lpush") == before[1] + 1
+    assert calls("del") == before[0]
