@@ -46,8 +46,10 @@ def write_bulletin(odb: OrchestratorDB, *, durable: bool = True) -> dict[str, An
              f"\n\n{text}\n")
     if _later is not None and not durable:
         _later[folder] = files
-    else:
-        _write_files(folder, files, durable=durable)
+        return {**data, "text": text}
+    if _later is not None:  # a durable rebuild: no older snapshot may land after it
+        _later.pop(folder, None)
+    _write_files(folder, files, durable=durable)
     return {**data, "text": text}
 
 

@@ -34,22 +34,27 @@ def acknowledge_together(requests: Sequence[Request]) -> None:
             request.acknowledge()
         return
     tags = [request.message.delivery_tag for request in pending]
+    if qos.channel.closed:  # the connection was lost while the job ran
+        _given_back(pending, "the channel that delivered them is closed")
+        return
     try:
-        if qos.channel.closed:  # the connection was lost while the job ran
-            raise ConnectionError("the channel that delivered them is closed")
         with qos.pipe_or_acquire() as pipe:
             # kombu's _remove_from_indices, for every tag at once
             pipe.zrem(qos.unacked_index_key, *tags).hdel(qos.unacked_key, *tags).execute()
-    except (ConnectionError, *pending[0]._connection_errors) as exc:
-        # As Celery's own ack does (``ack_log_error``): logged; the broker gives the
-        # messages back after the visibility timeout and their receipts answer them.
-        logger.error("acknowledging %d messages failed: %r", len(pending), exc)
-        for request in pending:
-            request.acknowledged = True
+    except tuple(pending[0]._connection_errors) as exc:
+        _given_back(pending, repr(exc))
         return
     for request, tag in zip(pending, tags, strict=True):
         virtual.QoS.ack(qos, tag)  # the channel's record of delivered messages
         request.message._state = "ACK"
+        request.acknowledged = True
+
+
+def _given_back(pending: Sequence[Request], reason: str) -> None:
+    """As Celery's own ack does on a connection error (``ack_log_error``): logged; the
+    broker gives the messages back after the visibility timeout, their receipts answer."""
+    logger.error("acknowledging %d messages failed: %s", len(pending), reason)
+    for request in pending:
         request.acknowledged = True
 
 
