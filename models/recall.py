@@ -388,7 +388,8 @@ def _answer(odb: OrchestratorDB, search: _Search, text: _TextSide,
                           search.limit)
     found = recall_reads.assembly(odb, [r.memory_id for r in ranked], rows, text.nodes)
     return {
-        **bundle_parts(found, ranked, cosines, {h.memory_id: h.bm25 for h in text_hits}),
+        **bundle_parts(found, ranked, cosines, {h.memory_id: h.bm25 for h in text_hits},
+                       row_cache.current(odb)),
         "vector_available": vector_available,
         "candidates": {"vector": len(vector_hits), "text": len(text_hits),
                        "belowFloor": sum(1 for i in inputs if floor and not floor(i.memory_id))},

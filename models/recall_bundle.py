@@ -13,7 +13,8 @@ from typing import Any
 
 from .ranking import Ranked
 from .schema import MemoryEdge, MemoryNode, MemoryType, Source, Status, WireModel
-from .storage import recall_reads
+from .storage import recall_reads, row_cache
+from .storage.provenance import CapturedSource
 from .trusted import trusted
 
 MAX_SOURCES_PER_MEMORY = 5
@@ -88,7 +89,10 @@ class RecallBundle(WireModel):
 
 
 def bundle_parts(found: recall_reads.Assembly, ranked: list[Ranked], cosines: dict[str, float],
-            bm25s: dict[str, float]) -> dict[str, Any]:
+                 bm25s: dict[str, float], cache: row_cache.RowCache | None = None
+                 ) -> dict[str, Any]:
+    """The bundle's nodes, edges, neighbours and provenance; with the snapshot's row
+    ``cache``, each memory's source records are made once (each bundle gets its own list)."""
     nodes = []
     for position, item in enumerate(ranked, start=1):
         mods = item.modifiers
@@ -101,12 +105,7 @@ def bundle_parts(found: recall_reads.Assembly, ranked: list[Ranked], cosines: di
                 text_bm25=bm25s.get(item.memory_id), importance=mods.importance,
                 recency=mods.recency, confidence=mods.confidence,
                 contradiction=mods.contradiction, intent=mods.intent)))
-    by_memory: dict[str, list[SourceRecord]] = {}
-    for captured in found.sources:
-        bucket = by_memory.setdefault(captured.memory_id, [])
-        if len(bucket) < MAX_SOURCES_PER_MEMORY:
-            bucket.append(trusted(SourceRecord, **captured.source.__dict__,
-                                  captured_at=captured.captured_at))
+    by_memory = _records(found.sources, [r.memory_id for r in ranked], cache)
     return {
         "nodes": nodes,
         "edges": found.edges,
@@ -114,6 +113,23 @@ def bundle_parts(found: recall_reads.Assembly, ranked: list[Ranked], cosines: di
                               summary=b.summary, status=b.status)
                       for b in found.neighbors],
         "provenance": [trusted(Provenance, memory_id=r.memory_id,
-                               sources=by_memory.get(r.memory_id, []))
+                               sources=list(by_memory.get(r.memory_id, ())))
                        for r in ranked],
     }
+
+
+def _records(sources: list[CapturedSource], ids: list[str], cache: row_cache.RowCache | None
+             ) -> dict[str, tuple[SourceRecord, ...]]:
+    """memoryId -> its first :data:`MAX_SOURCES_PER_MEMORY` sources as records."""
+    def made(missing: list[str]) -> dict[str, tuple[SourceRecord, ...]]:
+        wanted = set(missing)
+        by_memory: dict[str, list[SourceRecord]] = {m: [] for m in missing}
+        for captured in sources:
+            if captured.memory_id in wanted:
+                bucket = by_memory[captured.memory_id]
+                if len(bucket) < MAX_SOURCES_PER_MEMORY:
+                    bucket.append(trusted(SourceRecord, **captured.source.__dict__,
+                                          captured_at=captured.captured_at))
+        return {m: tuple(records) for m, records in by_memory.items()}
+    return made(list(dict.fromkeys(ids))) if cache is None else cache.per_memory("records", ids,
+                                                                                  made)

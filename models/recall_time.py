@@ -31,7 +31,7 @@ from .ranking import Modifiers, Ranked
 from .router import MAX_DATED_SCAN, Plan
 from .schema import MemoryType, Status
 from .speakers import has_topic, speaker, without
-from .storage import chains, fts, neighbours, recall_reads, vectors
+from .storage import chains, fts, neighbours, recall_reads, row_cache, vectors
 from .storage.database import OrchestratorDB
 from .substance import Kind, kind
 from .validity import valid_at
@@ -209,16 +209,27 @@ def weigh_substance(odb: OrchestratorDB, ranked: list[Ranked], rows: Mapping[str
     factors = {Kind.ASKS: plan.asks_factor, Kind.TERSE: plan.terse_factor, Kind.STATES: 1.0}
     if all(f == 1.0 for f in factors.values()) or not ranked:
         return ranked
-    texts = {m: row[_CONTENT] for m, row in rows.items()}
-    texts |= recall_reads.contents(odb, [r.memory_id for r in ranked if r.memory_id not in texts])
+    kinds = _kinds(odb, [r.memory_id for r in ranked], rows)
     when = plan.dated_substance and (plan.window is not None or plan.dated_boost > 0)
     kept = {m for m, row in rows.items() if row[_REFS]} if when else set()
     out = []
     for r in ranked:
-        factor = 1.0 if r.memory_id in kept else factors[kind(texts.get(r.memory_id, ""))]
+        factor = 1.0 if r.memory_id in kept else factors[kinds[r.memory_id]]
         # x * 1.0 is x: most memories state something and keep their object
         out.append(r if factor == 1.0 else replace(r, score=r.score * factor))
     return sorted(out, key=lambda r: (-r.score, r.memory_id))
+
+
+def _kinds(odb: OrchestratorDB, ids: list[str], rows: Mapping[str, Row]) -> dict[str, Kind]:
+    """The substance of each of ``ids`` (of an absent memory: that of no content); with
+    the snapshot's row cache, each memory's is found once (its content cannot change
+    without the cache's counter)."""
+    def read(missing: list[str]) -> dict[str, Kind]:
+        texts = {m: rows[m][_CONTENT] for m in missing if m in rows}
+        texts |= recall_reads.contents(odb, [m for m in missing if m not in texts])
+        return {m: kind(texts.get(m, "")) for m in missing}
+    cache = row_cache.current(odb)
+    return read(list(dict.fromkeys(ids))) if cache is None else cache.per_memory("kind", ids, read)
 
 
 _NEUTRAL = Modifiers(importance=1.0, recency=1.0, confidence=1.0, contradiction=1.0)

@@ -241,16 +241,40 @@ def assembly(odb: OrchestratorDB, ids: Sequence[str],
     cache = row_cache.current(odb)
     by_id = {**{m: made[m] for m in ids if m in made},
              **nodes(found, odb.orchestrator_id, cache)}
-    edges = [trusted(
-        MemoryEdge, edge_id=e[0], from_memory_id=e[1], to_memory_id=e[2], edge_type=EdgeType(e[3]),
-        weight=e[4], reason=e[5], created_at=e[6]) for e in _edge_rows(odb, cache, ids)]
+    edges = _edges(cache, _edge_rows(odb, cache, ids))
     outside = sorted({end for e in edges for end in (e.from_memory_id, e.to_memory_id)}
                      - set(ids))
     neighbors = [Brief(r[0], MemoryType(r[1]), r[2], Status(r[3]))
                  for r in _brief_rows(odb, cache, outside)] if outside else []
-    sources = [CapturedSource(memory_id=r[0], source=_source(r[1:7]), captured_at=r[7])
-               for r in _source_rows(odb, cache, ids)]
-    return Assembly(by_id, edges, neighbors, sources)
+    return Assembly(by_id, edges, neighbors, _captured(odb, cache, ids))
+
+
+def _edges(cache: row_cache.RowCache | None, rows: list[tuple[Any, ...]]) -> list[MemoryEdge]:
+    """The edges of ``rows``; with the snapshot's row ``cache``, each made once (frozen)."""
+    def made(edge_rows: Sequence[tuple[Any, ...]]) -> dict[str, MemoryEdge]:
+        return {e[0]: trusted(MemoryEdge, edge_id=e[0], from_memory_id=e[1], to_memory_id=e[2],
+                              edge_type=EdgeType(e[3]), weight=e[4], reason=e[5],
+                              created_at=e[6]) for e in edge_rows}
+    if cache is None:
+        return list(made(rows).values())
+    by_id = {e[0]: e for e in rows}
+    held = cache.per_memory("edge", list(by_id), lambda missing: made([by_id[k] for k in missing]))
+    return [held[k] for k in by_id]
+
+
+def _captured(odb: OrchestratorDB, cache: row_cache.RowCache | None,
+              ids: Sequence[str]) -> list[CapturedSource]:
+    """The sources of ``ids``, oldest first; with the snapshot's row ``cache``, each
+    memory's made once (they are frozen)."""
+    def made(rows: Sequence[tuple[Any, ...]]) -> list[tuple[int, CapturedSource]]:
+        return [(r[0], CapturedSource(memory_id=r[1], source=_source(r[2:8]), captured_at=r[8]))
+                for r in rows]
+    if cache is None:
+        return [c for _, c in made(odb.sql(_SOURCES, (_json(ids),)))]
+    held = cache.per_memory("captured", ids, lambda missing: {
+        m: made(rows) for m, rows in _held_sources(odb, cache, missing).items()})
+    return [c for _, c in sorted((p for made_of in held.values() for p in made_of),
+                                 key=lambda p: p[0])]
 
 
 def prefetch(odb: OrchestratorDB, ids: Sequence[str]) -> None:
@@ -259,7 +283,7 @@ def prefetch(odb: OrchestratorDB, ids: Sequence[str]) -> None:
     cache = row_cache.current(odb)
     if cache is not None and ids:
         _edge_rows(odb, cache, ids)
-        _source_rows(odb, cache, ids)
+        _held_sources(odb, cache, ids)
 
 
 def _edge_rows(odb: OrchestratorDB, cache: row_cache.RowCache | None,
@@ -282,20 +306,15 @@ def _edge_rows(odb: OrchestratorDB, cache: row_cache.RowCache | None,
     return [edges[k] for k in sorted(edges)]
 
 
-def _source_rows(odb: OrchestratorDB, cache: row_cache.RowCache | None,
-                 ids: Sequence[str]) -> list[tuple[Any, ...]]:
-    """The source rows of ``ids``, oldest first (by memory_sources.id)."""
-    if cache is None:
-        return [r[1:] for r in odb.sql(_SOURCES, (_json(ids),))]
-
+def _held_sources(odb: OrchestratorDB, cache: row_cache.RowCache,
+                  ids: Sequence[str]) -> dict[str, list[tuple[Any, ...]]]:
+    """memoryId -> its source rows (each led by memory_sources.id), through ``cache``."""
     def read(missing: list[str]) -> dict[str, list[tuple[Any, ...]]]:
         held: dict[str, list[tuple[Any, ...]]] = {m: [] for m in missing}
         for row in odb.sql(_SOURCES, (_json(missing),)):
             held[row[1]].append(row)
         return held
-    held = cache.fill(cache.sources, ids, read)
-    return [r[1:] for r in sorted((r for rows in held.values() for r in rows),
-                                  key=lambda r: r[0])]
+    return cache.fill(cache.sources, ids, read)
 
 
 def _brief_rows(odb: OrchestratorDB, cache: row_cache.RowCache | None,

@@ -58,6 +58,8 @@ def test_cached_recalls_answer_as_the_reads_without_the_cache(
     cold = _answers(databases)
     held = _held(odb)
     assert held is not None and held.rows and held.edges and held.sources and held.nodes
+    # What is made of the rows once: substance, edges, sources and the bundle's records.
+    assert all(held.derived.get(name) for name in ("kind", "edge", "captured", "records"))
     warm = _answers(databases)  # from the filled cache
     monkeypatch.setattr(row_cache, "current", lambda odb: None)
     without = _answers(databases)
@@ -74,6 +76,20 @@ def test_a_cache_past_its_bound_starts_again_and_answers_alike(
     monkeypatch.undo()
     monkeypatch.setattr(row_cache, "MAX_MEMORIES", 2)  # cleared on almost every read
     assert _answers(databases) == without
+    databases.close_all()
+
+
+def test_a_bundle_s_lists_are_its_own(tmp_path: Path, embedder: Embedder) -> None:
+    """Records made once are shared by bundles, the lists holding them are not: a caller
+    changing one bundle's provenance changes no other answer."""
+    databases = Databases(_settings(tmp_path))
+    seed(databases.open(ORCH), embedder)
+    first = recall(ORCH, "Where is the office?", databases=databases, now=NOW)
+    expected = _answer(recall(ORCH, "Where is the office?", databases=databases, now=NOW))
+    assert any(p.sources for p in first.provenance)
+    for provenance in first.provenance:
+        provenance.sources.clear()
+    assert _answer(recall(ORCH, "Where is the office?", databases=databases, now=NOW)) == expected
     databases.close_all()
 
 
