@@ -86,13 +86,21 @@ def test_a_window_favours_what_it_covers_and_a_when_question_what_is_dated() -> 
     assert boost_window(items, rows, Plan(Intent.SEMANTIC)) == items
 
 
+class _OutsideSnapshot:
+    """A file asked only for its snapshot's memo, outside any snapshot (no row cache);
+    anything else it is asked is a read, and fails."""
+
+    def memo(self) -> None:
+        return None
+
+
 def test_a_question_about_when_keeps_a_terse_memory_that_names_a_day() -> None:
     tomorrow = [{"text": "tomorrow", "from": "2024-05-11", "to": "2024-05-11"}]
     rows = {"dated": row(T, refs=tomorrow, content="Joanna: Alright, see you tomorrow!"),
             "terse": row(T, content="Joanna: Alright, see you!"),
             "states": row(T, content="Nate: I will give the turtles a bath before you come.")}
     items = [ranked("dated", 1.0), ranked("terse", 0.9), ranked("states", 0.8)]
-    odb: Any = None  # every content is in rows: nothing is read
+    odb: Any = _OutsideSnapshot()  # every content is in rows: nothing is read
     shape = {"asks_factor": 0.6, "terse_factor": 0.6, "dated_substance": True}
     when = weigh_substance(odb, items, rows, Plan(Intent.ENTITY_TIME, dated_boost=0.3, **shape))
     assert [(r.memory_id, r.score) for r in when] == [
