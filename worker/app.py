@@ -102,7 +102,9 @@ def celery_config(settings: Settings, broker: str, client: bool = False) -> dict
         "task_reject_on_worker_lost": True,
         "worker_prefetch_multiplier": 1,
         "worker_send_task_events": settings.worker.task_events,
-        "task_send_sent_event": True,
+        # A publisher's task-sent event only when the shard workers send theirs: Flower
+        # has nothing to pair it with otherwise (and it costs a publish of its own).
+        "task_send_sent_event": settings.worker.task_events,
         "task_track_started": True,
         "result_expires": settings.worker.result_ttl_s,
         # Extended results would store each task's kwargs (a write-back's text) in the
