@@ -23,6 +23,7 @@ from orchmem.tasks.publish import send
 
 from .broker import broker_url as resolve_broker_url
 from .redis_clients import broker_client
+from .redis_transport import transport_for
 from .routing import ShardRouter, all_queues, queue_name, read_queues
 
 logger = logging.getLogger(__name__)
@@ -93,6 +94,8 @@ def celery_config(settings: Settings, broker: str, client: bool = False) -> dict
         backend_options["retry_policy"] = CLIENT_RETRY_POLICY
     return {
         "broker_url": broker,
+        # One Redis client object per channel, not one per publish and ack.
+        "broker_transport": transport_for(broker),
         "result_backend": broker,
         "task_serializer": "json",
         "result_serializer": "json",
