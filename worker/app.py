@@ -113,22 +113,7 @@ def celery_config(settings: Settings, broker: str, client: bool = False) -> dict
         # Extended results would store each task's kwargs (a write-back's text) in the
         # result backend for result_ttl_s, beyond a hard forget's reach.
         "result_extended": False,
-        # kombu restores an unacked message after visibility_timeout, but only sweeps
-        # every interval * throttle seconds (100 s by default): sweep often enough that
-        # a message held by a killed worker comes back soon after the timeout.
-        "broker_transport_options": {
-            "visibility_timeout": vt,
-            "unacked_restore_interval": max(1, min(10, vt // 4)),
-            "unacked_restore_throttle": 1,
-            "socket_connect_timeout": 2,
-            # A broker that vanishes without closing the connection must not hang a
-            # publish forever (kombu's note on socket_timeout).
-            "socket_timeout": 10,
-            "health_check_interval": 10,
-            # Queues are read in the order given (control first), not round-robin.
-            "queue_order_strategy": "priority",
-            **_sentinel(settings, broker),
-        },
+        "broker_transport_options": _transport_options(settings, broker),
         "result_backend_transport_options": backend_options,
         "redis_socket_connect_timeout": 2,
         "broker_connection_retry_on_startup": True,
@@ -150,6 +135,27 @@ def celery_config(settings: Settings, broker: str, client: bool = False) -> dict
         "worker_hijack_root_logger": not client,
         "timezone": "UTC",
         "enable_utc": True,
+    }
+
+
+def _transport_options(settings: Settings, broker: str) -> dict[str, Any]:
+    """kombu's Redis transport options. kombu restores an unacked message after
+    visibility_timeout, but only sweeps every interval * throttle seconds (100 s by
+    default): sweep often enough that a message held by a killed worker comes back soon
+    after the timeout."""
+    vt = settings.worker.visibility_timeout_s
+    return {
+        "visibility_timeout": vt,
+        "unacked_restore_interval": max(1, min(10, vt // 4)),
+        "unacked_restore_throttle": 1,
+        "socket_connect_timeout": 2,
+        # A broker that vanishes without closing the connection must not hang a
+        # publish forever (kombu's note on socket_timeout).
+        "socket_timeout": 10,
+        "health_check_interval": 10,
+        # Queues are read in the order given (control first), not round-robin.
+        "queue_order_strategy": "priority",
+        **_sentinel(settings, broker),
     }
 
 
