@@ -92,7 +92,8 @@ class WorkerSettings(Section):
     #: Celery task events from the shard workers (received, started, succeeded...):
     #: Flower's *Tasks* view is built from them. They are a Redis publish per tick of
     #: the worker's loop, about a third of a busy shard worker's main-process CPU;
-    #: off, Flower still lists the workers and the queues (README "Flower").
+    #: off, Flower still lists the workers and the queues (README "Flower"), and the
+    #: publishers (clients, CLI, beat) send no task-sent events either.
     task_events: bool = True
 
 

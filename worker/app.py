@@ -23,6 +23,7 @@ from orchmem.tasks.publish import send
 
 from .broker import broker_url as resolve_broker_url
 from .redis_clients import broker_client
+from .redis_transport import transport_for
 from .routing import ShardRouter, all_queues, queue_name, read_queues
 
 logger = logging.getLogger(__name__)
@@ -93,6 +94,8 @@ def celery_config(settings: Settings, broker: str, client: bool = False) -> dict
         backend_options["retry_policy"] = CLIENT_RETRY_POLICY
     return {
         "broker_url": broker,
+        # One Redis client object per channel, not one per publish and ack.
+        "broker_transport": transport_for(broker),
         "result_backend": broker,
         "task_serializer": "json",
         "result_serializer": "json",
@@ -102,28 +105,15 @@ def celery_config(settings: Settings, broker: str, client: bool = False) -> dict
         "task_reject_on_worker_lost": True,
         "worker_prefetch_multiplier": 1,
         "worker_send_task_events": settings.worker.task_events,
-        "task_send_sent_event": True,
+        # A publisher's task-sent event only when the shard workers send theirs: Flower
+        # has nothing to pair it with otherwise (and it costs a publish of its own).
+        "task_send_sent_event": settings.worker.task_events,
         "task_track_started": True,
         "result_expires": settings.worker.result_ttl_s,
         # Extended results would store each task's kwargs (a write-back's text) in the
         # result backend for result_ttl_s, beyond a hard forget's reach.
         "result_extended": False,
-        # kombu restores an unacked message after visibility_timeout, but only sweeps
-        # every interval * throttle seconds (100 s by default): sweep often enough that
-        # a message held by a killed worker comes back soon after the timeout.
-        "broker_transport_options": {
-            "visibility_timeout": vt,
-            "unacked_restore_interval": max(1, min(10, vt // 4)),
-            "unacked_restore_throttle": 1,
-            "socket_connect_timeout": 2,
-            # A broker that vanishes without closing the connection must not hang a
-            # publish forever (kombu's note on socket_timeout).
-            "socket_timeout": 10,
-            "health_check_interval": 10,
-            # Queues are read in the order given (control first), not round-robin.
-            "queue_order_strategy": "priority",
-            **_sentinel(settings, broker),
-        },
+        "broker_transport_options": _transport_options(settings, broker),
         "result_backend_transport_options": backend_options,
         "redis_socket_connect_timeout": 2,
         "broker_connection_retry_on_startup": True,
@@ -145,6 +135,27 @@ def celery_config(settings: Settings, broker: str, client: bool = False) -> dict
         "worker_hijack_root_logger": not client,
         "timezone": "UTC",
         "enable_utc": True,
+    }
+
+
+def _transport_options(settings: Settings, broker: str) -> dict[str, Any]:
+    """kombu's Redis transport options. kombu restores an unacked message after
+    visibility_timeout, but only sweeps every interval * throttle seconds (100 s by
+    default): sweep often enough that a message held by a killed worker comes back soon
+    after the timeout."""
+    vt = settings.worker.visibility_timeout_s
+    return {
+        "visibility_timeout": vt,
+        "unacked_restore_interval": max(1, min(10, vt // 4)),
+        "unacked_restore_throttle": 1,
+        "socket_connect_timeout": 2,
+        # A broker that vanishes without closing the connection must not hang a
+        # publish forever (kombu's note on socket_timeout).
+        "socket_timeout": 10,
+        "health_check_interval": 10,
+        # Queues are read in the order given (control first), not round-robin.
+        "queue_order_strategy": "priority",
+        **_sentinel(settings, broker),
     }
 
 

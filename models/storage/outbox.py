@@ -86,14 +86,24 @@ class Outbox:
         return self._db
 
     def _sql(self, query: str, params: tuple[Any, ...] = (), *,
-             transaction: bool = True) -> list[tuple[Any, ...]]:
+             transaction: bool = True, durable: bool = True) -> list[tuple[Any, ...]]:
+        """``durable=False``: the commit does not wait for the disk (``synchronous=NORMAL``
+        for this statement, in WAL mode): it survives a crash of the process, the next
+        durable commit syncs it too (the WAL is synced as a whole), and only a power loss
+        before that may undo it."""
         with self._lock:
             try:
                 db = self._connect()
                 if not transaction:  # a checkpoint cannot run inside a transaction
                     return list(db.execute_sql(query, params).fetchall())
-                with db.atomic("IMMEDIATE"):
-                    return list(db.execute_sql(query, params).fetchall())
+                if not durable:
+                    db.execute_sql("PRAGMA synchronous = NORMAL")
+                try:
+                    with db.atomic("IMMEDIATE"):
+                        return list(db.execute_sql(query, params).fetchall())
+                finally:
+                    if not durable:
+                        db.execute_sql("PRAGMA synchronous = FULL")
             except (DatabaseError, OSError) as exc:
                 raise StorageError(f"outbox {self.path}: {exc}") from exc
 
@@ -103,8 +113,11 @@ class Outbox:
                   "VALUES (?, ?, ?, ?)", (key, task, json.dumps(payload), format_ts(utc_now())))
 
     def mark_published(self, key: str) -> None:
+        """Note that ``key`` was sent. Not synced to the disk at once: a mark a power loss
+        undoes leaves the entry unpublished, and the reconciler sends it once more (keys
+        are idempotency keys); what must survive, the request itself, :meth:`record` syncs."""
         self._sql("UPDATE outbox SET published_at = ?, attempts = attempts + 1 WHERE key = ?",
-                  (format_ts(utc_now()), key))
+                  (format_ts(utc_now()), key), durable=False)
 
     def _select(self, where: str = "", params: tuple[Any, ...] = (),
                 limit: int | None = None) -> list[Entry]:

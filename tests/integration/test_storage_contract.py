@@ -190,6 +190,32 @@ def test_the_ingest_manifest(odb: OrchestratorDB) -> None:
         assert manifest.hashes_of("m-1") == {"sha-a": 10}
 
 
+def test_an_outbox_record_is_synced_and_its_publish_mark_is_not(tmp_path: Path) -> None:
+    # The request must survive a power loss before it leaves; its mark need not (a lost
+    # mark means one more, idempotent, publish by the reconciler).
+    outbox = Outbox(tmp_path / "outbox.db")
+    try:
+        outbox.record("o-0", "t", {"idempotencyKey": "o-0"})  # opens the connection
+        assert outbox._db is not None
+        connection = outbox._db.connection()
+        modes: list[tuple[str, int]] = []
+
+        def traced(statement: str) -> None:
+            if statement.startswith(("INSERT", "UPDATE")):
+                mode = connection.execute("PRAGMA synchronous").fetchone()[0]
+                modes.append((statement.split()[0], int(mode)))
+
+        connection.set_trace_callback(traced)
+        outbox.record("o-1", "t", {"idempotencyKey": "o-1"})
+        outbox.mark_published("o-1")
+        outbox.record("o-2", "t", {"idempotencyKey": "o-2"})
+        connection.set_trace_callback(None)
+        assert modes == [("INSERT", 2), ("UPDATE", 1), ("INSERT", 2)]  # FULL, NORMAL, FULL
+        assert [e.key for e in outbox.never_published()] == ["o-0", "o-2"]
+    finally:
+        outbox.close()
+
+
 def test_the_outbox_keeps_requests_until_their_receipt_is_final(
         odb: OrchestratorDB, tmp_path: Path) -> None:
     outbox = Outbox(tmp_path / "outbox.db")

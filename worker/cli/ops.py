@@ -20,7 +20,7 @@ from orchmem.models.storage.deadletters import dead_letters
 from orchmem.models.storage.degraded import degraded_info
 from orchmem.tasks.maintenance import DEADLETTER_RETRY, REEMBED
 
-from .. import batching
+from .. import batching, events
 from ..app import OrchmemCelery, connect_worker_signals, create_app
 from ..broker import EmbeddedRedis, wait_for_broker
 from ..drain import drain
@@ -133,6 +133,7 @@ def worker(cli: Cli, shards: tuple[int, ...], loglevel: str | None, logfile: str
     app = _app(cli, wait_broker)
     connect_worker_signals(app, chosen)
     batching.install(app)
+    events.install(app)
     port = settings.worker.metrics_port if metrics_port is None else metrics_port
     if port:
         start_metrics(settings, app, f"worker-{'-'.join(map(str, chosen))}", port,
