@@ -131,5 +131,4 @@ def _records(sources: list[CapturedSource], ids: list[str], cache: row_cache.Row
                     bucket.append(trusted(SourceRecord, **captured.source.__dict__,
                                           captured_at=captured.captured_at))
         return {m: tuple(records) for m, records in by_memory.items()}
-    return made(list(dict.fromkeys(ids))) if cache is None else cache.per_memory("records", ids,
-                                                                                  made)
+    return row_cache.made_once(cache, "records", ids, made)

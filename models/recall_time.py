@@ -228,8 +228,7 @@ def _kinds(odb: OrchestratorDB, ids: list[str], rows: Mapping[str, Row]) -> dict
         texts = {m: rows[m][_CONTENT] for m in missing if m in rows}
         texts |= recall_reads.contents(odb, [m for m in missing if m not in texts])
         return {m: kind(texts.get(m, "")) for m in missing}
-    cache = row_cache.current(odb)
-    return read(list(dict.fromkeys(ids))) if cache is None else cache.per_memory("kind", ids, read)
+    return row_cache.made_once(row_cache.current(odb), "kind", ids, read)
 
 
 _NEUTRAL = Modifiers(importance=1.0, recency=1.0, confidence=1.0, contradiction=1.0)

@@ -255,10 +255,9 @@ def _edges(cache: row_cache.RowCache | None, rows: list[tuple[Any, ...]]) -> lis
         return {e[0]: trusted(MemoryEdge, edge_id=e[0], from_memory_id=e[1], to_memory_id=e[2],
                               edge_type=EdgeType(e[3]), weight=e[4], reason=e[5],
                               created_at=e[6]) for e in edge_rows}
-    if cache is None:
-        return list(made(rows).values())
     by_id = {e[0]: e for e in rows}
-    held = cache.per_memory("edge", list(by_id), lambda missing: made([by_id[k] for k in missing]))
+    held = row_cache.made_once(cache, "edge", list(by_id),
+                               lambda missing: made([by_id[k] for k in missing]))
     return [held[k] for k in by_id]
 
 

@@ -85,6 +85,15 @@ class RowCache:
         return self.fill(self.derived.setdefault(name, {}), ids, read)
 
 
+def made_once(cache: RowCache | None, name: Any, ids: Sequence[str],
+              make: Callable[[list[str]], dict[str, Any]]) -> dict[str, Any]:
+    """What ``make`` gives for each of ``ids``: through the snapshot's ``cache`` (under
+    ``name``, each id's made once per counter value), or all made now without one."""
+    if cache is None:
+        return make(list(dict.fromkeys(ids)))
+    return cache.per_memory(name, ids, make)
+
+
 def current(odb: OrchestratorDB) -> RowCache | None:
     """The cache for this snapshot's counter value, or None: outside a snapshot, in a
     write transaction, or for a file without the counter."""
