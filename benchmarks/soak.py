@@ -24,11 +24,20 @@ from _harness import emit, percentiles, redis_server, settings_for, temp_root, w
 from _procs import cpu_now, redis_pids, rss_mb, wait_now, worker_pids
 from _timeline import BulletinTrace, Timeline, memory_logs
 
+from orchmem.config import Settings
 from orchmem.worker.app import create_app
 from orchmem.worker.client import MemoryClient
 
 WORDS = ("amber basil cedar delta ember fjord garnet harbor indigo juniper kettle lantern "
          "meadow nectar orchid pepper quartz raven saffron tundra umber velvet willow").split()
+
+
+def with_onnx_threads(settings: Settings, threads: int | None) -> Settings:
+    """``settings`` with ``embedding.onnx_threads = threads`` (unchanged when None)."""
+    if threads is None:
+        return settings
+    return settings.model_copy(update={"embedding": settings.embedding.model_copy(
+        update={"onnx_threads": threads})})
 
 
 def main() -> None:
@@ -42,7 +51,11 @@ def main() -> None:
                              "both shards")
     parser.add_argument("--worker-onnx-threads", type=int,
                         help="embedding.onnx_threads of the shard workers only (default: "
-                             "the setting's default, as the benchmark's clients)")
+                             "the setting's default)")
+    parser.add_argument("--client-onnx-threads", type=int,
+                        help="embedding.onnx_threads of the benchmark's clients only (the "
+                             "orchestrators' recall, ten threads in one process; default: "
+                             "the setting's default)")
     parser.add_argument("--root", help="keep the data here (default: a temp folder)")
     parser.add_argument("--timeline", action="store_true",
                         help="capture Celery's task events: per task name, the time from "
@@ -52,9 +65,8 @@ def main() -> None:
     with temp_root(args.root) as root, redis_server(root / "redis") as url:
         settings = settings_for(root, url, shards=2, memory={"ingest": {"min_file_age_s": 0}},
                                 worker={"batch_max": args.batch_max})
-        served = settings if args.worker_onnx_threads is None else settings.model_copy(
-            update={"embedding": settings.embedding.model_copy(
-                update={"onnx_threads": args.worker_onnx_threads})})
+        served = with_onnx_threads(settings, args.worker_onnx_threads)
+        settings = with_onnx_threads(settings, args.client_onnx_threads)
         app = create_app(settings)
         latencies: dict[str, list[float]] = {"write_back": [], "bulletin": [], "recall": [],
                                              "ingest_drop": []}
@@ -156,6 +168,7 @@ def main() -> None:
         emit({"benchmark": "soak", "minutes": args.minutes, "batch_max": args.batch_max,
               "workers": args.workers,
               "worker_onnx_threads": served.embedding.onnx_threads,
+              "client_onnx_threads": settings.embedding.onnx_threads,
               "orchestrators": args.orchestrators, "seconds": round(elapsed, 1),
               "operations_ms": ops,
               # CPU per message (write-back, bulletin, recall) of each part, in ms: the
