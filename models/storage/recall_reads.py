@@ -265,13 +265,13 @@ def _captured(odb: OrchestratorDB, cache: row_cache.RowCache | None,
               ids: Sequence[str]) -> list[CapturedSource]:
     """The sources of ``ids``, oldest first; with the snapshot's row ``cache``, each
     memory's made once (they are frozen)."""
-    def made(rows: Sequence[tuple[Any, ...]]) -> list[tuple[int, CapturedSource]]:
-        return [(r[0], CapturedSource(memory_id=r[1], source=_source(r[2:8]), captured_at=r[8]))
-                for r in rows]
-    if cache is None:
-        return [c for _, c in made(odb.sql(_SOURCES, (_json(ids),)))]
-    held = cache.per_memory("captured", ids, lambda missing: {
-        m: made(rows) for m, rows in _held_sources(odb, cache, missing).items()})
+    def made(missing: list[str]) -> dict[str, list[tuple[int, CapturedSource]]]:
+        rows = _sources_by_memory(odb, missing) if cache is None else \
+            _held_sources(odb, cache, missing)
+        return {m: [(r[0], CapturedSource(memory_id=r[1], source=_source(r[2:8]),
+                                          captured_at=r[8])) for r in of]
+                for m, of in rows.items()}
+    held = row_cache.made_once(cache, "captured", ids, made)
     return [c for _, c in sorted((p for made_of in held.values() for p in made_of),
                                  key=lambda p: p[0])]
 
@@ -308,12 +308,16 @@ def _edge_rows(odb: OrchestratorDB, cache: row_cache.RowCache | None,
 def _held_sources(odb: OrchestratorDB, cache: row_cache.RowCache,
                   ids: Sequence[str]) -> dict[str, list[tuple[Any, ...]]]:
     """memoryId -> its source rows (each led by memory_sources.id), through ``cache``."""
-    def read(missing: list[str]) -> dict[str, list[tuple[Any, ...]]]:
-        held: dict[str, list[tuple[Any, ...]]] = {m: [] for m in missing}
-        for row in odb.sql(_SOURCES, (_json(missing),)):
-            held[row[1]].append(row)
-        return held
-    return cache.fill(cache.sources, ids, read)
+    return cache.fill(cache.sources, ids, lambda missing: _sources_by_memory(odb, missing))
+
+
+def _sources_by_memory(odb: OrchestratorDB, ids: Sequence[str]
+                       ) -> dict[str, list[tuple[Any, ...]]]:
+    """memoryId -> its source rows, oldest first, for each of ``ids`` (one read)."""
+    held: dict[str, list[tuple[Any, ...]]] = {m: [] for m in ids}
+    for row in odb.sql(_SOURCES, (_json(ids),)):
+        held[row[1]].append(row)
+    return held
 
 
 def _brief_rows(odb: OrchestratorDB, cache: row_cache.RowCache | None,
