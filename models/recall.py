@@ -386,7 +386,8 @@ def _answer(odb: OrchestratorDB, search: _Search, text: _TextSide,
                   dated_ids=list(window))
     ranked = after_fusion(odb, ranked, rows, search.asked, lambda ids: _admit(odb, search, ids),
                           search.limit)
-    found = recall_reads.assembly(odb, [r.memory_id for r in ranked], rows, text.nodes)
+    found = recall_reads.assembly(odb, [r.memory_id for r in ranked], search.view,
+                                  search.statuses, rows, text.nodes)
     return {
         **bundle_parts(found, ranked, cosines, {h.memory_id: h.bm25 for h in text_hits},
                        row_cache.current(odb)),

@@ -82,7 +82,8 @@ def compose(odb: OrchestratorDB, now: datetime) -> Projection:
     # The default view (storage/visibility.py): global memories, never restricted ones,
     # and only insights whose memories it all sees (a reason may quote their words).
     facts = bulletin_reads.facts(odb, take=limits.max_items_per_section,
-                                 low_confidence=limits.low_confidence, keep=lambda c: True)
+                                 low_confidence=limits.low_confidence, keep=lambda c: True,
+                                 view=DEFAULT_VIEW)
     with odb.read():
         found = insights.open_insights(odb, limits.max_items_per_section)
         seen = bulletin_reads.visible(odb, DEFAULT_VIEW, {m for x in found

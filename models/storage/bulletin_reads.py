@@ -3,7 +3,6 @@ conflicts and the event watermark, all in one snapshot."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -14,7 +13,7 @@ from .database import OrchestratorDB
 from .insights import conflicts as open_conflicts
 from .reflection import crystal_of
 from .tables import META_EVENT_WATERMARK, live
-from .visibility import DEFAULT_VIEW, View
+from .visibility import View, seen
 
 _COLUMNS = "memory_id, type, summary, importance, confidence, created_at"
 _ACTIVE = f"status = '{Status.ACTIVE.value}' AND {live()}"
@@ -30,7 +29,7 @@ _ORDERS = (("Identity", "importance DESC, created_at DESC"),
 
 
 def facts(odb: OrchestratorDB, *, take: int, low_confidence: float,
-          keep: Callable[[Contradiction], bool], view: View = DEFAULT_VIEW) -> Facts:
+          keep: Callable[[Contradiction], bool], view: View) -> Facts:
     """The bulletin's :class:`Facts`, read in one snapshot.
 
     Only the best ``take`` active memories of each type are read, and the best ``take``
@@ -77,10 +76,5 @@ def _conflicts(odb: OrchestratorDB, standing: list[Contradiction]) -> tuple[Conf
 
 
 def visible(odb: OrchestratorDB, view: View, ids: set[str]) -> set[str]:
-    """Those of ``ids`` that ``view`` sees (inside ``odb.read()``)."""
-    if not ids:
-        return set()
-    seen, seen_params = view.sql()
-    return {r[0] for r in odb.sql(
-        f"SELECT memory_id FROM memories WHERE memory_id IN (SELECT value FROM json_each(?)) "
-        f"AND {seen}", (json.dumps(sorted(ids)), *seen_params))}
+    """Those of ``ids`` that ``view`` sees, forgotten ones never (inside ``odb.read()``)."""
+    return seen(odb, ids, view)

@@ -357,14 +357,16 @@ def list_memories(odb: OrchestratorDB, *, status: Status | None = Status.ACTIVE,
         return [row_to_node(r, odb.orchestrator_id, topics.get(r.memory_id)) for r in found]
 
 
-def get_nodes(odb: OrchestratorDB, memory_ids: Sequence[str]) -> list[MemoryNode]:
-    """These memories (any status, forgotten ones left out), in the order asked; unknown
-    ids are left out."""
+def get_nodes(odb: OrchestratorDB, memory_ids: Sequence[str],
+              view: View = DEFAULT_VIEW) -> list[MemoryNode]:
+    """These memories (any status, forgotten ones left out) that ``view`` sees, in the
+    order asked; unknown ids and those the view does not see are left out alike."""
     if not memory_ids:
         return []
+    seen_sql, seen_params = view.sql()
     with odb.read():
         rows = {r.memory_id: r for r in MemoryRow.select(*memory_fields()).where(
-            MemoryRow.memory_id.in_(list(memory_ids)), live_rows())}
+            MemoryRow.memory_id.in_(list(memory_ids)), live_rows(), SQL(seen_sql, seen_params))}
         topics = topics_of(list(rows))
     return [row_to_node(rows[m], odb.orchestrator_id, topics.get(m)) for m in memory_ids
             if m in rows]

@@ -32,7 +32,7 @@ from . import row_cache
 from .governance_columns import governance_fields
 from .provenance import CapturedSource
 from .validity_columns import NO_TIME_COLUMNS_SQL, TIME_COLUMNS_SQL, has_time
-from .visibility import DEFAULT_VIEW, View
+from .visibility import View, reached_statuses
 
 if TYPE_CHECKING:
     from .database import OrchestratorDB
@@ -114,7 +114,7 @@ class Assembly:
 
 
 def passing(odb: OrchestratorDB, ids: Sequence[str], statuses: Sequence[str],
-            types: Sequence[str] | None, view: View = DEFAULT_VIEW) -> set[str]:
+            types: Sequence[str] | None, view: View) -> set[str]:
     """Those of ``ids`` that are live, in ``statuses``, (if given) of ``types``, and
     that ``view`` sees (scope, sensitivity, tags)."""
     if not ids:
@@ -221,15 +221,19 @@ def nodes(rows: Sequence[tuple[Any, ...]], orchestrator_id: str,
     return out
 
 
-def assembly(odb: OrchestratorDB, ids: Sequence[str],
+def assembly(odb: OrchestratorDB, ids: Sequence[str], view: View, statuses: Sequence[str],
              rows: Mapping[str, tuple[Any, ...]] | None = None,
              built: Mapping[str, MemoryNode] | None = None) -> Assembly:
-    """The nodes ``ids``, the edges touching them (by edgeId), the memories at their
-    other ends (by memoryId) and the nodes' sources (oldest first).
+    """The nodes ``ids`` (already passed by ``view``), the edges touching them (by
+    edgeId), the memories at their other ends (by memoryId) and the nodes' sources
+    (oldest first).
 
-    ``rows`` are node rows already read in this snapshot (:attr:`RankInputs.row`) and
-    ``built`` nodes already made of such rows (:func:`nodes`); only the ids missing
-    from both are read again.
+    An edge is kept only when ``view`` sees its other end too, with a status a memory
+    reached from one asked for ``statuses`` may have (visibility.reached_statuses):
+    the edge to a restricted memory, another session's or a forgotten one is left out
+    with its id, and so is that memory. ``rows`` are node rows already read in this
+    snapshot (:attr:`RankInputs.row`) and ``built`` nodes already made of such rows
+    (:func:`nodes`); only the ids missing from both are read again.
     """
     if not ids:
         return Assembly({}, [], [], [])
@@ -241,9 +245,14 @@ def assembly(odb: OrchestratorDB, ids: Sequence[str],
     cache = row_cache.current(odb)
     by_id = {**{m: made[m] for m in ids if m in made},
              **nodes(found, odb.orchestrator_id, cache)}
-    edges = _edges(cache, _edge_rows(odb, cache, ids))
-    outside = sorted({end for e in edges for end in (e.from_memory_id, e.to_memory_id)}
-                     - set(ids))
+    asked = set(ids)
+    edge_rows = _edge_rows(odb, cache, ids)
+    ends = {end for e in edge_rows for end in (e[1], e[2])} - asked
+    shown = passing(odb, sorted(ends), reached_statuses(statuses), None, view) if ends \
+        else set()
+    ends_shown = asked | shown
+    edges = _edges(cache, [e for e in edge_rows if e[1] in ends_shown and e[2] in ends_shown])
+    outside = sorted(shown)
     neighbors = [Brief(r[0], MemoryType(r[1]), r[2], Status(r[3]))
                  for r in _brief_rows(odb, cache, outside)] if outside else []
     return Assembly(by_id, edges, neighbors, _captured(odb, cache, ids))

@@ -22,6 +22,7 @@ import numpy as np
 
 from . import fts, recall_reads
 from .tables import live
+from .visibility import ALL_STATUSES, EVERYTHING
 
 if TYPE_CHECKING:
     from .database import OrchestratorDB
@@ -54,10 +55,11 @@ def problems(odb: OrchestratorDB) -> list[str]:
 
 def _look_up(odb: OrchestratorDB, memory_id: str, content: str) -> list[str]:
     out = []
-    hits = fts.search(odb, content[:QUERY_CHARS], limit=50, statuses=["active"])
+    hits = fts.search(odb, content[:QUERY_CHARS], limit=50, statuses=["active"],
+                      view=EVERYTHING)
     if memory_id not in {h.memory_id for h in hits}:
         out.append(f"sample recall: {memory_id} is not found by its own words")
-    found = recall_reads.assembly(odb, [memory_id])
+    found = recall_reads.assembly(odb, [memory_id], EVERYTHING, ALL_STATUSES)
     node = found.nodes.get(memory_id)
     if node is None or node.content != content:
         out.append(f"sample recall: {memory_id} does not read back with its content")

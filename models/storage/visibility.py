@@ -1,25 +1,38 @@
-"""Which memories a request may see (issue 16): its scope view, tags and sensitivity.
+"""Which memories a request may see: its scope view, tags, sensitivity and status.
 
 A request that names a session and/or a project sees the global memories plus those
 of its own session and project, never another session's; one that names none sees
 global memories only. Restricted memories are left out unless the request asks for
-them (``include_restricted``, only recall, always with a purpose). ``tags`` keeps the
-memories that carry every one of them.
+them (``include_restricted``, always with a purpose, audited). ``tags`` keeps the
+memories that carry every one of them. A hard-forgotten memory is seen by no one.
 
 :meth:`View.sql` is the one definition, as a SQL condition over ``memories`` with its
-parameters; recall, list, the bulletin and context all filter through it.
+parameters (:meth:`View.sees` is the same in Python, for rows already read). The
+storage reads that hand memories to a surface take the view as a required argument and
+apply it where they read the rows: recall's candidates, nodes, neighbours and edges,
+list, get, history, the bulletin, context and working memory. A memory reached from a
+visible one (an edge's other end, a neighbour, the head of an Updates chain) is shown
+only when the same view sees it (:func:`seen`): an edge to a memory the reader may not
+see is left out whole, its id included.
+
+Internal work (the writer's reconciliation, reflection, migrations' checks) reads
+with :data:`EVERYTHING`, never a surface.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchmem.config import MemoryValidationError
 
 from ..governance import MAX_TAGS
 from ..schema import CONTROL_CHARS, MAX_ID_CHARS
+
+if TYPE_CHECKING:
+    from .database import OrchestratorDB
 
 
 @dataclass(frozen=True)
@@ -28,16 +41,19 @@ class View:
     project_id: str | None = None
     tags: tuple[str, ...] = ()
     include_restricted: bool = False
+    #: Every session's and project's memories: the whole orchestrator's reads (internal
+    #: work, :data:`EVERYTHING`, and the operator's export).
+    every_scope: bool = False
 
     def sql(self, alias: str = "") -> tuple[str, list[Any]]:
         """``(condition, parameters)`` over ``memories`` (as ``alias`` when given)."""
         a = f"{alias}." if alias else ""
-        scopes = [f"{a}scope = 'global'"]
+        scopes = ["1"] if self.every_scope else [f"{a}scope = 'global'"]
         params: list[Any] = []
-        if self.session_id is not None:
+        if self.session_id is not None and not self.every_scope:
             scopes.append(f"({a}scope = 'session' AND {a}session_id = ?)")
             params.append(self.session_id)
-        if self.project_id is not None:
+        if self.project_id is not None and not self.every_scope:
             scopes.append(f"({a}scope = 'project' AND {a}project_id = ?)")
             params.append(self.project_id)
         condition = f"({' OR '.join(scopes)})"
@@ -55,7 +71,7 @@ class View:
             return False
         if not all(t in tags for t in self.tags):
             return False
-        return (scope == "global"
+        return (self.every_scope or scope == "global"
                 or (scope == "session" and session_id is not None
                     and session_id == self.session_id)
                 or (scope == "project" and project_id is not None
@@ -64,11 +80,39 @@ class View:
     def key(self) -> str:
         """A stable text of the view (for caches and logs)."""
         return json.dumps([self.session_id, self.project_id, list(self.tags),
-                           self.include_restricted])
+                           self.include_restricted, self.every_scope])
 
 
 #: What a request that names nothing sees: global, not restricted.
 DEFAULT_VIEW = View()
+#: Every memory that is not forgotten: for internal work, never handed to a surface.
+EVERYTHING = View(include_restricted=True, every_scope=True)
+#: Every status a memory can have.
+ALL_STATUSES = ("active", "superseded", "retracted")
+
+
+def reached_statuses(statuses: Sequence[str]) -> list[str]:
+    """The statuses a memory reached from a shown one may have (an edge's other end, a
+    neighbour): those the request asked for, and superseded ones (the history of what
+    it shows). A retracted memory (withdrawn, or soft-forgotten) is reached only by a
+    request that asks for inactive memories."""
+    return sorted({*statuses, "superseded"})
+
+
+_SEEN = ("SELECT memory_id FROM memories WHERE memory_id IN (SELECT value FROM json_each(?)) "
+         "AND +forgotten = 0 AND +status IN (SELECT value FROM json_each(?)) AND ")
+
+
+def seen(odb: OrchestratorDB, ids: Iterable[str], view: View,
+         statuses: Sequence[str] = ALL_STATUSES) -> set[str]:
+    """Those of ``ids`` that exist, are not forgotten, have one of ``statuses`` and that
+    ``view`` sees (run inside the caller's read snapshot)."""
+    wanted = sorted(set(ids))
+    if not wanted:
+        return set()
+    condition, params = view.sql()
+    return {r[0] for r in odb.sql(_SEEN + condition,
+                                  (json.dumps(wanted), json.dumps(list(statuses)), *params))}
 
 
 def _name(value: object, where: str) -> str | None:
