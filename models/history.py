@@ -6,20 +6,27 @@ from typing import Any
 
 from orchmem.config import MemoryNotFound
 
+from .restricted_reads import audit_restricted_get
 from .schema import check_memory_id
 from .storage.database import OrchestratorDB
 from .storage.history_reads import memory_history
+from .storage.visibility import DEFAULT_VIEW, View
 
 
-def history(odb: OrchestratorDB, memory_id: str) -> dict[str, Any]:
-    """``{"memory", "events", "edges", "sources"}`` of one memory, oldest event first.
+def history(odb: OrchestratorDB, memory_id: str, view: View = DEFAULT_VIEW, *,
+            requester: str = "", purpose: str | None = None) -> dict[str, Any]:
+    """``{"memory", "events", "edges", "sources"}`` of one memory as ``view`` sees it
+    (storage/history_reads.py), oldest event first; a view with restricted memories is
+    a restricted read, audited with ``requester`` and ``purpose``.
 
-    Raises ScopeViolation for another orchestrator's id, MemoryNotFound for an unknown one.
+    Raises ScopeViolation for another orchestrator's id, MemoryNotFound for an unknown one
+    or one the view does not see (the two answers are the same).
     """
     check_memory_id(memory_id, odb.orchestrator_id)
-    found = memory_history(odb, memory_id)
+    found = memory_history(odb, memory_id, view)
     if found is None:
         raise MemoryNotFound(f"{memory_id} is not a memory of {odb.orchestrator_id!r}")
+    audit_restricted_get(odb, view, [found.node], requester or odb.orchestrator_id, purpose)
     return {
         "memory": {**found.node.dump(), "forgotten": found.forgotten,
                    "reinforcements": found.reinforcements, "subject": found.subject},

@@ -1,9 +1,10 @@
 """The audit of a restricted read (issue 16): who read restricted memories, why, which.
 
-``recall(..., view=View(include_restricted=True), purpose=...)`` is the only read that
-returns restricted memories. Each such read writes one ``restricted_read`` event to the
-orchestrator's memory.log (requester, purpose, the restricted memoryIds returned, the
-query's length, never its text or any content), whether or not it found any.
+``recall(..., view=View(include_restricted=True), purpose=...)`` and ``get`` with such a
+view are the only reads that return restricted memories. Each such read writes one
+``restricted_read`` event to the orchestrator's memory.log (requester, purpose, the
+restricted memoryIds returned, the query's length, never its text or any content),
+whether or not it found any.
 """
 
 from __future__ import annotations
@@ -34,4 +35,18 @@ def audit_restricted_read(odb: OrchestratorDB, view: View, answer: Mapping[str, 
                   purpose=str(purpose)[:MAX_PURPOSE_CHARS],
                   memoryIds=ids, returned=len(nodes), queryChars=len(query),
                   **({"episodeIds": shown} if shown else {}))
+    return ids
+
+
+def audit_restricted_get(odb: OrchestratorDB, view: View, nodes: Sequence[Any],
+                         requester: str, purpose: str | None) -> list[str]:
+    """The audit event of a read by id whose ``view`` includes restricted memories (none
+    otherwise); returns the restricted memory ids read."""
+    if not view.include_restricted:
+        return []
+    ids = [n.memory_id for n in nodes
+           if getattr(n.sensitivity, "value", n.sensitivity) == "restricted"]
+    odb.log.write("restricted_read", requester=requester,
+                  purpose=str(purpose)[:MAX_PURPOSE_CHARS], memoryIds=ids,
+                  returned=len(nodes), byId=True)
     return ids

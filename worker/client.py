@@ -41,11 +41,10 @@ from orchmem.models.edits import EDIT_ADAPTER
 from orchmem.models.execlog import check_step_events
 from orchmem.models.memlog import MemoryLog
 from orchmem.models.payloads import check_writeback, with_default_sources
-from orchmem.models.recall import RecallBundle, check_scope, recall
-from orchmem.models.schema import MemoryNode, format_ts, utc_now, validate_with
+from orchmem.models.recall import RecallBundle, recall
+from orchmem.models.schema import format_ts, utc_now, validate_with
 from orchmem.models.storage import receipts
 from orchmem.models.storage.database import Databases
-from orchmem.models.storage.memories import get_nodes
 from orchmem.models.storage.outbox import Outbox
 from orchmem.models.storage.visibility import View, make_view
 from orchmem.tasks.bulletin import BULLETIN
@@ -377,24 +376,6 @@ class MemoryClient(ReflectionMixin, GovernanceCalls, ContextCalls, LogCalls):
                              {"idempotencyKey": f"ingest-{uuid.uuid4().hex}"})
 
     # -- reads ------------------------------------------------------------------
-
-    def get(self, memory_ids: Sequence[str]) -> list[MemoryNode]:
-        """These memories of this orchestrator (any status), in the order asked; unknown
-        ids are left out, another orchestrator's ids are denied (empty list, logged)."""
-        try:
-            check_scope(self.databases, self.orchestrator_id, self.orchestrator_id,
-                        memory_ids)
-            odb = self.databases.open(self.orchestrator_id, create=False)
-        except Exception as exc:
-            self._warn("get", exc)
-            return []
-        if odb is None:
-            return []
-        try:
-            return get_nodes(odb, memory_ids)
-        except OrchmemError as exc:
-            self._warn("get", exc)
-            return []
 
     def recall(self, query: str, *, top_n: int | None = None,
                types: Sequence[str] | None = None, include_inactive: bool = False,

@@ -1,5 +1,6 @@
-"""The governance calls of :class:`~orchmem.worker.client.MemoryClient` (issue 16):
-forget by policy, patch, invalidate, and a bulletin for one session or project.
+"""The governance calls of :class:`~orchmem.worker.client.MemoryClient`: reads by id
+through a view, forget by policy, patch, invalidate, and a bulletin for one session or
+project.
 
 A mixin: it uses the client's ``_edit`` (check, record, publish), ``databases`` and
 ``orchestrator_id``. Every edit returns a :class:`WriteHandle` at once and never
@@ -12,9 +13,13 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from orchmem.config import OrchmemError
 from orchmem.models.bulletin import build
-from orchmem.models.schema import utc_now
-from orchmem.models.storage.visibility import View
+from orchmem.models.recall import check_scope
+from orchmem.models.restricted_reads import audit_restricted_get
+from orchmem.models.schema import MemoryNode, utc_now
+from orchmem.models.storage.memories import get_nodes
+from orchmem.models.storage.visibility import View, make_view
 
 from .handles import BulletinResult, WriteHandle
 
@@ -28,6 +33,38 @@ class GovernanceCalls:
 
     #: The client's check-record-publish of an edit (MemoryClient._edit).
     _edit: Callable[[dict[str, Any]], WriteHandle]
+    #: The client's warning of a failed read (MemoryClient._warn).
+    _warn: Callable[[str, BaseException], str]
+
+    def get(self, memory_ids: Sequence[str], *, session_id: str | None = None,
+            project_id: str | None = None, include_restricted: bool = False,
+            purpose: str | None = None, view: View | None = None) -> list[MemoryNode]:
+        """These memories of this orchestrator (any status) that the view sees, in the
+        order asked; unknown ids and those the view does not see are left out alike,
+        another orchestrator's ids are denied (empty list, logged). The view is recall's
+        (``session_id``, ``project_id``; restricted memories only with
+        ``include_restricted=True`` and a ``purpose``, audited). A restricted read
+        without a purpose raises MemoryValidationError (a bug in the caller)."""
+        if view is None:
+            view = make_view(session_id, project_id, None, include_restricted, purpose)
+        elif view.include_restricted:
+            make_view(include_restricted=True, purpose=purpose)  # a purpose, always
+        try:
+            check_scope(self.databases, self.orchestrator_id, self.orchestrator_id,
+                        memory_ids)
+            odb = self.databases.open(self.orchestrator_id, create=False)
+        except Exception as exc:
+            self._warn("get", exc)
+            return []
+        if odb is None:
+            return []
+        try:
+            nodes = get_nodes(odb, memory_ids, view)
+        except OrchmemError as exc:
+            self._warn("get", exc)
+            return []
+        audit_restricted_get(odb, view, nodes, self.orchestrator_id, purpose)
+        return nodes
 
     def forget_where(self, memory_ids: Sequence[str] = (), *, before: str | None = None,
                      session_id: str | None = None, project_id: str | None = None,

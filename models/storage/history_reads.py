@@ -6,6 +6,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from peewee import SQL
+
 from ..schema import MemoryEdge, MemoryNode
 from .database import OrchestratorDB
 from .edges import edges_touching, row_to_edge
@@ -14,6 +16,7 @@ from .memories import row_to_node
 from .provenance import CapturedSource, sources_of
 from .tables import MemoryEventRow, MemoryRow
 from .validity_columns import memory_fields
+from .visibility import View, seen
 
 
 @dataclass(frozen=True)
@@ -44,24 +47,40 @@ class MemoryHistory:
     sources: list[CapturedSource]
 
 
-def memory_history(odb: OrchestratorDB, memory_id: str) -> MemoryHistory | None:
+def memory_history(odb: OrchestratorDB, memory_id: str, view: View) -> MemoryHistory | None:
     """The history of ``memory_id`` read in one snapshot (events oldest first), or None
-    when no such memory exists. Raises StorageError / MemoryCorrupt on a bad file."""
+    when no such memory exists or ``view`` does not see it (a forgotten one's tombstone
+    is seen by the views that saw it). Edges whose other end the view does not see are
+    left out; an event that also names such a memory keeps its op, time and actor but
+    neither that memory's id nor its before, after or reason. Raises StorageError /
+    MemoryCorrupt on a bad file."""
+    condition, params = view.sql()
     with odb.read():
         row = (MemoryRow.select(*memory_fields())
-               .where(MemoryRow.memory_id == memory_id).first())
+               .where(MemoryRow.memory_id == memory_id, SQL(condition, params)).first())
         if row is None:
             return None
-        events = [Event(id=e.id, op=e.op, at=e.at, actor=e.actor,
-                        memory_ids=json.loads(e.memory_ids),
-                        before=json.loads(e.before) if e.before else None,
-                        after=json.loads(e.after) if e.after else None,
-                        reason=e.reason, idempotency_key=e.idempotency_key)
-                  for e in MemoryEventRow.select()
-                  .where(naming(memory_id))
-                  .order_by(MemoryEventRow.id)]
+        rows = list(MemoryEventRow.select().where(naming(memory_id))
+                    .order_by(MemoryEventRow.id))
+        edges = [row_to_edge(e) for e in edges_touching([memory_id])]
+        named = {m for e in rows for m in json.loads(e.memory_ids)}
+        others = {end for e in edges for end in (e.from_memory_id, e.to_memory_id)}
+        shown = seen(odb, (named | others) - {memory_id}, view) | {memory_id}
         return MemoryHistory(
             node=row_to_node(row, odb.orchestrator_id), forgotten=bool(row.forgotten),
-            reinforcements=row.reinforcements, subject=row.subject, events=events,
-            edges=[row_to_edge(e) for e in edges_touching([memory_id])],
+            reinforcements=row.reinforcements, subject=row.subject,
+            events=[_event(e, shown) for e in rows],
+            edges=[e for e in edges if e.from_memory_id in shown and e.to_memory_id in shown],
             sources=sources_of(odb, [memory_id]))
+
+
+def _event(row: MemoryEventRow, shown: set[str]) -> Event:
+    """One event as the reader may see it: the memories it names that the reader does
+    not see are left out, and with them its before, after and reason."""
+    ids = json.loads(row.memory_ids)
+    kept = [m for m in ids if m in shown]
+    whole = len(kept) == len(ids)
+    return Event(id=row.id, op=row.op, at=row.at, actor=row.actor, memory_ids=kept,
+                 before=json.loads(row.before) if whole and row.before else None,
+                 after=json.loads(row.after) if whole and row.after else None,
+                 reason=row.reason if whole else None, idempotency_key=row.idempotency_key)

@@ -21,6 +21,7 @@ from orchmem.models.history import history
 from orchmem.models.schema import MemoryInput, validate
 from orchmem.models.storage import memories
 from orchmem.models.storage.database import Databases, OrchestratorDB
+from orchmem.models.storage.visibility import EVERYTHING
 from orchmem.models.writeback import write_memories
 
 
@@ -57,7 +58,7 @@ def test_history_forget_and_said_before_search_the_event_index(tmp_path: Path) -
                                 memories=[said(conversation, "The office is in Porto")])
     memory_id = result["reinforced"][0]
     with statements(odb) as seen:
-        history(odb, memory_id)
+        history(odb, memory_id, EVERYTHING)
         with odb.read():
             stored = memories.get(memory_id)
             assert stored is not None

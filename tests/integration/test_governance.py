@@ -16,7 +16,11 @@ from orchmem.models.context_budget import count_tokens
 from orchmem.models.embedding import Embedder
 from orchmem.models.history import history
 from orchmem.models.memlog import read_log
+from orchmem.models.storage.visibility import EVERYTHING
 from orchmem.worker import MemoryClient
+
+#: What a test's oracle reads: every memory, restricted ones with a purpose.
+EVERY: dict[str, Any] = {"view": EVERYTHING, "purpose": "test oracle"}
 
 MANUAL = {"sourceType": "manual", "capturedBy": "user"}
 
@@ -38,7 +42,7 @@ def write(client: MemoryClient, content: str, memory_type: str = "Fact",
 
 
 def node(client: MemoryClient, memory_id: str) -> dict[str, Any]:
-    return client.get([memory_id])[0].dump()
+    return client.get([memory_id], **EVERY)[0].dump()
 
 
 def test_every_memory_carries_tier_scope_sensitivity_tags_and_metadata(
@@ -121,7 +125,7 @@ def test_restricted_memories_only_come_back_with_a_purpose_and_are_audited(
                            purpose="rotate the key")
     assert secret in bundle.memory_ids
     log = [r for r in read_log(client.databases.workspace(client.orchestrator_id).log_path)
-           if r["event"] == "restricted_read"]
+           if r["event"] == "restricted_read" and r["purpose"] != "test oracle"]
     assert [(r["purpose"], r["memoryIds"]) for r in log] == [("rotate the key", [secret])]
     assert "Zx81kQ0pL2mN7vB4cD9e" not in json.dumps(log)
 
@@ -164,7 +168,8 @@ def test_patch_changes_fields_in_place_with_before_and_after_in_the_audit(
     after = node(client, memory_id)
     assert (after["importance"], after["tags"], after["scope"], after["projectId"]) == (
         80, ["finance"], "project", "q1")
-    event = history(client.databases.open(client.orchestrator_id), memory_id)["events"][-1]
+    odb = client.databases.open(client.orchestrator_id)
+    event = history(odb, memory_id, EVERYTHING)["events"][-1]
     assert event["op"] == "patch"
     assert event["before"] == {"importance": 40, "tags": "[]", "scope": "global",
                                "project_id": None}
@@ -179,7 +184,8 @@ def test_invalidate_retracts_with_its_own_audited_op(client: MemoryClient) -> No
     memory_id = write(client, "The office moved to Lisbon")
     assert client.invalidate(memory_id, "it never moved: a typo").wait()["ok"]
     assert node(client, memory_id)["status"] == "retracted"
-    event = history(client.databases.open(client.orchestrator_id), memory_id)["events"][-1]
+    odb = client.databases.open(client.orchestrator_id)
+    event = history(odb, memory_id, EVERYTHING)["events"][-1]
     assert (event["op"], event["after"]) == ("invalidate", {"status": "retracted",
                                                             "invalidated": True})
     assert memory_id not in client.recall("office Lisbon").memory_ids
@@ -215,7 +221,7 @@ def test_forget_by_every_selector_dry_run_first(client: MemoryClient, hard: bool
         assert all(node(client, m)["status"] == "active" for m in expected)
         done = client.forget_where(**selector, hard=hard).wait()
         assert done and (done["count"], done["memoryIds"]) == (dry["count"], dry["memoryIds"])
-        assert client.get(sorted(expected)) == [] if hard else \
+        assert client.get(sorted(expected), **EVERY) == [] if hard else \
             all(node(client, m)["status"] == "retracted" for m in expected)
         again = client.forget_where(**selector, hard=hard).wait()
         assert again and (again["count"], again["memoryIds"]) == (0, [])

@@ -13,8 +13,12 @@ from orchmem_testing import WorkerProcess, settings_env
 from orchmem.config import Settings
 from orchmem.models.embedding import Embedder
 from orchmem.models.memlog import read_log
+from orchmem.models.storage.visibility import EVERYTHING
 from orchmem.worker import MemoryClient
 from orchmem.worker.cli.main import main
+
+#: What a test's oracle reads: every memory, restricted ones with a purpose.
+EVERY: dict[str, Any] = {"view": EVERYTHING, "purpose": "test oracle"}
 
 
 def cli(settings: Settings, *args: str, code: int = 0) -> Any:
@@ -68,7 +72,7 @@ def _ingested(settings: Settings, orch_id: str, client: MemoryClient) -> tuple[s
     done = client.ingest_now().wait(60)
     assert done and done["ok"], done
     [entry] = [f for f in done["files"] if f["outcome"] == "ingested"]
-    [memory] = client.get(entry["memoryIds"][:1])
+    [memory] = client.get(entry["memoryIds"][:1], **EVERY)
     assert memory.source.source_path == str(folder / "notes.md")  # the file as dropped
     return entry["memoryIds"][0], "notes.md"  # relative: a name in memory/ingest/
 
@@ -89,7 +93,7 @@ def test_every_forget_selector_through_the_cli_dry_run_equals_the_real_run(
                                              "output": {"decisions": ["Ship on Monday"]}}
                             ).wait(60)["memoryIds"][0]
     filed, path = _ingested(settings, orch_id, client)
-    cutoff = client.get([old])[0].created_at
+    cutoff = client.get([old], **EVERY)[0].created_at
     # before the second memory's creation: only the first one
     cases = [(["--before", cutoff], {named}), ([old], {old}),
              (["--session", "s-1"], {session}), (["--project", "p-1"], {project}),
@@ -101,7 +105,7 @@ def test_every_forget_selector_through_the_cli_dry_run_equals_the_real_run(
             real = cli(settings, "forget", "--orch", orch_id, *args, *hard)
             assert set(dry["memoryIds"]) == expected, (args, hard)
             assert (dry["count"], dry["memoryIds"]) == (real["count"], real["memoryIds"]), args
-        assert client.get(sorted(expected)) == [], args  # the hard pass erased them
+        assert client.get(sorted(expected), **EVERY) == [], args  # the hard pass erased them
     nothing = cli(settings, "forget", "--orch", orch_id, "--session", "s-none")
     assert (nothing["count"], nothing["memoryIds"]) == (0, [])
     bad = cli(settings, "forget", "--orch", orch_id, "--before", "yesterday", code=2)
@@ -126,7 +130,8 @@ def test_retention_forgets_what_is_too_old_once_and_stats_say_so(
     assert (dry["count"], set(dry["memoryIds"])) == (2, {slow, sprint})
     first = cli(settings, "retention", "--orch", orch_id)
     assert (first["count"], first["soft"], first["hard"]) == (2, 2, 0)
-    assert {m.memory_id: m.status.value for m in client.get([slow, name, sprint, fast])} == {
+    got = client.get([slow, name, sprint, fast], **EVERY)
+    assert {m.memory_id: m.status.value for m in got} == {
         slow: "retracted", name: "active", sprint: "retracted", fast: "active"}
     again = cli(settings, "retention", "--orch", orch_id)
     assert again["count"] == 0
@@ -150,6 +155,6 @@ def test_a_hard_retention_rule_erases(tmp_path: Path, isolated: Any,
             "createdAt": "2020-01-01T00:00:00Z"}]).wait(60)["memoryIds"][0]
         done = cli(settings, "retention", "--orch", "keeper")
         assert (done["count"], done["hard"], done["memoryIds"]) == (1, 1, [event])
-        assert client.get([event]) == []
+        assert client.get([event], **EVERY) == []
     finally:
         worker.stop()

@@ -29,6 +29,7 @@ from orchmem.models.storage import memories
 from orchmem.models.storage.database import Databases, OrchestratorDB
 from orchmem.models.storage.migrations import MIGRATIONS, downgrade
 from orchmem.models.storage.tables import SCHEMA_VERSION
+from orchmem.models.storage.visibility import EVERYTHING
 from orchmem.models.writeback import write_memories
 
 ORCH = "legacy"
@@ -78,7 +79,7 @@ def pairs(path: Path) -> tuple[set[tuple[str, int]], set[tuple[str, int]]]:
 
 def answers(odb: OrchestratorDB, ids: dict[str, str]) -> dict[str, Any]:
     """Every answer the three lookups give: history (events included), said_before."""
-    out: dict[str, Any] = {name: history(odb, m) for name, m in ids.items()}
+    out: dict[str, Any] = {name: history(odb, m, EVERYTHING) for name, m in ids.items()}
     with odb.read():
         city = memories.get(ids["city"])
         assert city is not None
@@ -164,7 +165,7 @@ def test_a_hard_forget_on_a_migrated_file_scrubs_the_same_events(legacy: Any) ->
                 "SELECT id, op, memory_ids, before, after, reason, actor, idempotency_key "
                 "FROM memory_events ORDER BY id").fetchall())
         conn.close()
-        events = history(odb, city)["events"]
+        events = history(odb, city, EVERYTHING)["events"]
         assert [e["op"] for e in events] == ["create", "reinforce", "link", "forget_hard"]
         assert all(e["reason"] is None and "statement" not in (e["after"] or {})
                    for e in events)

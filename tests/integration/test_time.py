@@ -22,6 +22,7 @@ from orchmem.models.recall import recall
 from orchmem.models.router import plan
 from orchmem.models.schema import MemoryInput, validate
 from orchmem.models.storage.database import Databases, OrchestratorDB
+from orchmem.models.storage.visibility import EVERYTHING
 from orchmem.models.writeback import write_memories
 
 MANUAL = {"sourceType": "manual", "capturedBy": "user"}
@@ -48,7 +49,7 @@ def write(odb: OrchestratorDB, embedder: Embedder, key: str, **item: Any) -> str
 
 
 def node(odb: OrchestratorDB, memory_id: str) -> dict[str, Any]:
-    return dict(history(odb, memory_id)["memory"])
+    return dict(history(odb, memory_id, EVERYTHING)["memory"])
 
 
 def test_valid_from_and_to_are_stored_and_dated_phrases_resolved_against_valid_from(
@@ -88,7 +89,7 @@ def test_a_supersede_closes_the_older_window_at_the_newer_start(
                key="e1", task="edit")
     assert node(odb, old)["validTo"] == node(odb, new)["validFrom"]
     assert "validTo" not in node(odb, new)
-    [event] = [e for e in history(odb, old)["events"] if e["op"] == "supersede"]
+    [event] = [e for e in history(odb, old, EVERYTHING)["events"] if e["op"] == "supersede"]
     assert event["after"]["validTo"] == node(odb, new)["validFrom"]
 
 

@@ -21,6 +21,7 @@ from orchmem.models.schema import MemoryInput, Status, derive_id, validate
 from orchmem.models.storage import fts, vectors
 from orchmem.models.storage.database import Databases, OrchestratorDB
 from orchmem.models.storage.memories import list_memories
+from orchmem.models.storage.visibility import EVERYTHING
 from orchmem.models.writeback import write_memories
 from orchmem.tasks.edits import EDIT
 from orchmem.tasks.writeback import WRITEBACK
@@ -158,7 +159,7 @@ def test_a_transcript_sent_again_under_a_new_key_changes_nothing(
     assert after_third[3] > before[3]
     fourth = run(app, WRITEBACK, orch_id, {**elsewhere, "idempotencyKey": f"{orch_id}-turn-4"})
     assert fourth["unchanged"] == [memory_id] and counts(odb) == after_third
-    data = history(odb, memory_id)
+    data = history(odb, memory_id, EVERYTHING)
     assert [s["conversationId"] for s in data["sources"]] == ["c-r", "c-r", "c-other"]
 
 
@@ -170,7 +171,7 @@ def test_a_near_duplicate_reinforces_instead_of_duplicating(
     assert second["reinforced"] == first["created"]
     [node] = active(settings, orch_id)
     assert node.confidence > 0.9
-    data = history(db(settings, orch_id), node.memory_id)
+    data = history(db(settings, orch_id), node.memory_id, EVERYTHING)
     assert [s["conversationId"] for s in data["sources"]] == ["c-a", "c-b"]
     assert [e["op"] for e in data["events"]] == ["create", "reinforce"]
 
@@ -191,7 +192,7 @@ def test_a_near_duplicate_without_a_subject_is_merged_by_its_embedding(
     [first] = run(app, WRITEBACK, orch_id, {"memories": [fact(NEAR[0])]})["created"]
     second = run(app, WRITEBACK, orch_id, {"memories": [fact(NEAR[1])]})
     assert second["created"] == [] and second["reinforced"] == [first]
-    data = history(db(settings, orch_id), first)
+    data = history(db(settings, orch_id), first, EVERYTHING)
     # Not the fingerprint path (other words) nor the subject path (none): the vectors.
     assert data["memory"]["subject"] is None
     assert [e["op"] for e in data["events"]] == ["create", "reinforce"]
@@ -225,7 +226,7 @@ def test_a_changed_preference_supersedes_the_old_one_with_an_updates_edge(
                                                                 "morning.")))
     assert new["superseded"] == [old]
     odb = db(settings, orch_id)
-    data = history(odb, old)
+    data = history(odb, old, EVERYTHING)
     assert data["memory"]["status"] == "superseded"
     assert any(e["edgeType"] == "Updates" and e["fromMemoryId"] == new["created"][0]
                for e in data["edges"])
@@ -281,10 +282,10 @@ def test_retract_and_hard_forget_leave_the_right_audit_rows(
     run(app, EDIT, orch_id, {"op": "forget", "memoryId": secret, "hard": True,
                              "reason": "user asked to erase it"})
     odb = db(settings, orch_id)
-    office_events = history(odb, office)["events"]
+    office_events = history(odb, office, EVERYTHING)["events"]
     assert [e["op"] for e in office_events] == ["create", "retract"]
     assert office_events[-1]["reason"] == "outdated"
-    forgotten = history(odb, secret)
+    forgotten = history(odb, secret, EVERYTHING)
     assert [e["op"] for e in forgotten["events"]] == ["create", "forget_hard"]
     assert forgotten["memory"]["content"] == "" and forgotten["memory"]["forgotten"]
     assert forgotten["sources"] == []
@@ -321,8 +322,9 @@ def test_supersede_link_and_edit_errors(app: OrchmemCelery, settings: Settings,
     linked = run(app, EDIT, orch_id, {"op": "link", "fromMemoryId": new, "toMemoryId": goal,
                                       "edgeType": "CausedBy", "weight": 0.6, "reason": "growth"})
     odb = db(settings, orch_id)
-    assert {e["edgeType"] for e in history(odb, new)["edges"]} == {"Updates", "CausedBy"}
-    assert history(odb, old)["memory"]["status"] == Status.SUPERSEDED.value
+    assert {e["edgeType"] for e in history(odb, new, EVERYTHING)["edges"]} == {"Updates",
+                                                                                "CausedBy"}
+    assert history(odb, old, EVERYTHING)["memory"]["status"] == Status.SUPERSEDED.value
     assert linked["edgeIds"]
     for payload, error in [
         ({"op": "retract", "memoryId": old, "reason": "x"}, MemoryValidationError),
@@ -347,18 +349,18 @@ def test_a_hard_forget_leaves_no_word_in_subjects_reasons_or_the_index(
     [no_longer] = changed["created"]
     assert changed["superseded"] == [hiking]
     odb = db(settings, orch_id)
-    [edge] = history(odb, hiking)["edges"]
+    [edge] = history(odb, hiking, EVERYTHING)["edges"]
     assert "alps" in edge["reason"]  # "restates like:hiking in alps"
     run(app, EDIT, orch_id, {"op": "forget", "memoryId": hiking, "hard": True,
                              "reason": "user asked to erase it"})
-    data = history(odb, hiking)
+    data = history(odb, hiking, EVERYTHING)
     assert [e["op"] for e in data["events"]] == ["create", "supersede", "link", "forget_hard"]
     assert all(e["reason"] is None for e in data["events"][:-1])
     assert data["events"][-1]["reason"] == "user asked to erase it"
     assert "subject" not in data["events"][0]["after"]
     assert [e.get("reason") for e in data["edges"]] == [None]
     # The newer memory says those words itself: it keeps them, and its subject.
-    kept = history(odb, no_longer)
+    kept = history(odb, no_longer, EVERYTHING)
     assert kept["memory"]["content"] == "I no longer like hiking in the Alps."
     assert kept["memory"]["subject"] == "like:hiking in alps"
     # A replacement in other words inherits the subject; forgetting the memory that
@@ -366,10 +368,11 @@ def test_a_hard_forget_leaves_no_word_in_subjects_reasons_or_the_index(
     climbing = run(app, EDIT, orch_id, {"op": "supersede", "memoryId": no_longer,
                                         "content": "These days I prefer climbing gyms"})[
         "supersededBy"]
-    assert history(odb, climbing)["memory"]["subject"] == "like:hiking in alps"
+    assert history(odb, climbing, EVERYTHING)["memory"]["subject"] == "like:hiking in alps"
     run(app, EDIT, orch_id, {"op": "forget", "memoryId": no_longer, "hard": True})
-    assert history(odb, climbing)["memory"]["subject"] is None
-    assert history(odb, climbing)["memory"]["content"] == "These days I prefer climbing gyms"
+    assert history(odb, climbing, EVERYTHING)["memory"]["subject"] is None
+    assert history(odb, climbing, EVERYTHING)["memory"]["content"] == \
+        "These days I prefer climbing gyms"
     raw = on_disk(odb.workspace.db_path).lower()  # no checkpoint here: what the forget left
     for word in (b"alps", b"hiking", b"hike"):  # "hike": the FTS index's stemmed token
         assert word not in raw, word

@@ -15,6 +15,7 @@ from orchmem_testing import RedisServer, WorkerProcess, make_settings
 
 from orchmem.models.storage.database import Databases
 from orchmem.models.storage.deadletters import dead_letter
+from orchmem.models.storage.visibility import EVERYTHING
 from orchmem.tasks.writeback import WRITEBACK
 from orchmem.worker.app import create_app
 from orchmem.worker.client import MemoryClient
@@ -96,7 +97,8 @@ def test_a_hard_forget_leaves_the_word_in_no_file_and_no_broker_key(tmp_path: Pa
         assert "zanzibarquux" in client.bulletin(timeout=TIMEOUT).text
         ids = [*said["created"], *(i for f in scanned["files"] for i in f["memoryIds"]),
                *stepped["memoryIds"]]
-        memories = [m for m in client.get(ids) if "zanzibarquux" in m.content]
+        memories = [m for m in client.get(ids, view=EVERYTHING, purpose="test oracle")
+                    if "zanzibarquux" in m.content]
         assert len(memories) == 3
         odb = Databases(settings).open("forgetful")
         assert odb is not None

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from orchmem_testing import free_port, make_settings, unique_id
 
 from orchmem.models.embedding import Embedder
-from orchmem.models.storage.visibility import View
+from orchmem.models.storage.visibility import EVERYTHING, View
 from orchmem.worker import MemoryClient
 
 WORDS = ("harbor", "falcon", "ledger", "orchid", "quartz")
@@ -77,7 +77,7 @@ def _memory(spec: dict[str, Any], n: int) -> dict[str, Any]:
 
 
 def _check(client: MemoryClient, view: View, ids: list[str], where: str) -> None:
-    for node in client.get(ids):
+    for node in client.get(ids, view=EVERYTHING, purpose="test oracle"):
         m = node.dump()
         assert view.sees(m["scope"], m.get("sessionId"), m.get("projectId"),
                          m["sensitivity"], m["tags"]), (where, view, m)

@@ -11,11 +11,13 @@ import click
 from orchmem.config import OrchmemError
 from orchmem.models.history import history as memory_history
 from orchmem.models.schema import EdgeType
+from orchmem.models.storage.visibility import make_view
 from orchmem.tasks.edits import EDIT
 
 from ..app import create_app
 from ..publish import publish
 from .common import TYPES, Cli, emit, fail, json_option, one_line, orch_option, pass_cli
+from .governance_options import view_options
 from .memory import open_existing, wait_for
 
 EDGE_TYPES = [t.value for t in EdgeType]
@@ -101,15 +103,24 @@ def link(cli: Cli, orchestrator_id: str, from_id: str, to_id: str, edge_type: st
 @click.command()
 @orch_option
 @click.argument("memory_id")
+@view_options
+@click.option("--include-restricted", is_flag=True,
+              help="A restricted memory too (needs --purpose; audited in memory.log).")
+@click.option("--purpose", metavar="TEXT", help="Why a restricted memory is read.")
 @json_option
 @pass_cli
-def history(cli: Cli, orchestrator_id: str, memory_id: str, as_json: bool) -> None:
-    """Show a memory's audit events, edges and sources."""
+def history(cli: Cli, orchestrator_id: str, memory_id: str, session_id: str | None,
+            project_id: str | None, tags: tuple[str, ...], include_restricted: bool,
+            purpose: str | None, as_json: bool) -> None:
+    """Show a memory's audit events, edges and sources, as a read with --session /
+    --project sees them (another session's memory, or a restricted one without
+    --include-restricted, is not found)."""
     odb = open_existing(cli.settings, orchestrator_id, as_json)
     if odb is None:
         return
     try:
-        data = memory_history(odb, memory_id)
+        view = make_view(session_id, project_id, list(tags), include_restricted, purpose)
+        data = memory_history(odb, memory_id, view, requester="cli", purpose=purpose)
     except OrchmemError as exc:
         fail(exc, as_json)
         return
