@@ -5,7 +5,8 @@ works on the new schema. So, inside the migration's transaction, a few live acti
 memories (the oldest, the middle and the newest) are looked up the way recall looks
 them up, with the storage reads it uses:
 
-- full text: the memory's own words find it (``fts.search``);
+- full text: the memory's own words find it (``fts.search``, in a view that sees it
+  whatever its scope and sensitivity: a restricted or a session memory is checked too);
 - assembly: its node reads back with the same content, and with its sources;
 - vector: its stored vector, if any, decodes to the recorded dimension, finite, and of
   unit length when its embedder normalizes (the model itself is not loaded: a migration
@@ -22,6 +23,7 @@ import numpy as np
 
 from . import fts, recall_reads
 from .tables import live
+from .visibility import View
 
 if TYPE_CHECKING:
     from .database import OrchestratorDB
@@ -32,29 +34,31 @@ SAMPLE_SIZE = 3
 QUERY_CHARS = 300
 
 
-def sample(odb: OrchestratorDB) -> list[tuple[str, str]]:
-    """(memoryId, content) of the oldest, middle and newest live active memories."""
+def sample(odb: OrchestratorDB) -> list[tuple[str, str, View]]:
+    """(memoryId, content, a view that sees it) of the oldest, middle and newest live
+    active memories."""
     rows = odb.sql(f"SELECT id FROM memories WHERE status = 'active' AND {live()} "
                    "ORDER BY id")
     if not rows:
         return []
     picks = sorted({rows[0][0], rows[len(rows) // 2][0], rows[-1][0]})[:SAMPLE_SIZE]
     marks = ",".join("?" * len(picks))
-    return [(r[0], r[1]) for r in odb.sql(
-        f"SELECT memory_id, content FROM memories WHERE id IN ({marks}) ORDER BY id", picks)]
+    return [(r[0], r[1], View(session_id=r[2], project_id=r[3], include_restricted=True))
+            for r in odb.sql("SELECT memory_id, content, session_id, project_id FROM memories "
+                             f"WHERE id IN ({marks}) ORDER BY id", picks)]
 
 
 def problems(odb: OrchestratorDB) -> list[str]:
     """What the sample recall could not find, as sentences (empty when all is well)."""
     found: list[str] = []
-    for memory_id, content in sample(odb):
-        found += _look_up(odb, memory_id, content)
+    for memory_id, content, view in sample(odb):
+        found += _look_up(odb, memory_id, content, view)
     return found
 
 
-def _look_up(odb: OrchestratorDB, memory_id: str, content: str) -> list[str]:
+def _look_up(odb: OrchestratorDB, memory_id: str, content: str, view: View) -> list[str]:
     out = []
-    hits = fts.search(odb, content[:QUERY_CHARS], limit=50, statuses=["active"])
+    hits = fts.search(odb, content[:QUERY_CHARS], limit=50, statuses=["active"], view=view)
     if memory_id not in {h.memory_id for h in hits}:
         out.append(f"sample recall: {memory_id} is not found by its own words")
     found = recall_reads.assembly(odb, [memory_id])
