@@ -36,11 +36,13 @@ from orchmem.config import (
     StorageError,
     check_orchestrator_id,
 )
+from orchmem.config.governance import SECRET_RULES
 
 from ..memlog import MemoryLog
 from ..overlap import Overlap
 from ..workspace import Workspace
 from .degraded import check_not_degraded, degraded_info
+from .governance_kept import detector_rules
 from .integrity import check_not_disabled, verify
 from .migrations import migrate
 from .steps_governance import legacy_view
@@ -55,11 +57,15 @@ T = TypeVar("T")
 
 
 class GuardedSqliteDatabase(SqliteDatabase):
-    """A SqliteDatabase that refuses to hand out a connection in another process."""
+    """A SqliteDatabase that refuses to hand out a connection in another process.
+    ``secret_rules``: the secret detector's rules its orchestrator writes with (none
+    when the detector is off), which a file older than schema 3 is read with."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, secret_rules: Sequence[str] = SECRET_RULES,
+                 **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.owner_pid = os.getpid()
+        self.secret_rules = tuple(secret_rules)
 
     def _check_process(self) -> None:
         if os.getpid() != self.owner_pid:
@@ -83,8 +89,8 @@ class GuardedSqliteDatabase(SqliteDatabase):
 
     def _add_conn_hooks(self, conn: Any) -> None:
         super()._add_conn_hooks(conn)  # type: ignore[misc]
-        # a file older than schema 3 reads through a view with the governance defaults
-        legacy_view(conn)
+        # a file older than schema 3 reads through a view with the kept governance
+        legacy_view(conn, self.secret_rules)
 
     def rollback(self) -> None:
         # After SQLITE_FULL or an I/O error SQLite has already rolled the transaction
@@ -361,7 +367,8 @@ class Databases:
                 _create_database(workspace, self.settings)
             odb = OrchestratorDB(
                 workspace=workspace,
-                db=_connect(workspace.db_path, self.settings, readonly=self.readonly),
+                db=_connect(workspace.db_path, self.settings, readonly=self.readonly,
+                            secret_rules=detector_rules(memory)),
                 log=MemoryLog(
                     workspace.log_path,
                     orchestrator_id,
@@ -449,20 +456,16 @@ def pragmas(settings: Settings) -> list[tuple[str, Any]]:
 _READER_PRAGMAS = frozenset({"busy_timeout", "cache_size", "temp_store", "mmap_size"})
 
 
-def _connect(path: Path, settings: Settings, *, readonly: bool = False
-             ) -> GuardedSqliteDatabase:
+def _connect(path: Path, settings: Settings, *, readonly: bool = False,
+             secret_rules: Sequence[str] = SECRET_RULES) -> GuardedSqliteDatabase:
+    common = {"timeout": settings.worker.busy_timeout_ms / 1000, "check_same_thread": False,
+              "secret_rules": secret_rules}
     if readonly:
         # mode=ro: opening a missing file fails instead of creating an empty database.
         return GuardedSqliteDatabase(
             f"file:{quote(str(path))}?mode=ro", uri=True,
-            pragmas=[p for p in pragmas(settings) if p[0] in _READER_PRAGMAS],
-            timeout=settings.worker.busy_timeout_ms / 1000, check_same_thread=False)
-    return GuardedSqliteDatabase(
-        str(path),
-        pragmas=pragmas(settings),
-        timeout=settings.worker.busy_timeout_ms / 1000,
-        check_same_thread=False,
-    )
+            pragmas=[p for p in pragmas(settings) if p[0] in _READER_PRAGMAS], **common)
+    return GuardedSqliteDatabase(str(path), pragmas=pragmas(settings), **common)
 
 
 def _create_database(workspace: Workspace, settings: Settings) -> None:

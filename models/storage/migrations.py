@@ -25,7 +25,12 @@ undoes it (drops what ``up`` added; rows of the kept tables are never dropped).
 transaction and check, so a file can go back to an earlier release (``orchmem migrate
 --to N``, with the workers stopped: the next writer of this release migrates it up
 again). The tests build every older file this way and compare it with the schema that
-release really wrote (tests/data/).
+release really wrote (tests/data/), less the one table a down step adds: schema 3's
+down step keeps the governance columns it drops in ``governance_kept``, which its up
+step reads back, so a round trip restores every memory's governance exactly
+(governance_kept.py). A step whose older schema cannot govern what the file holds names
+it (``Step.loses``): :func:`downgrade` refuses to go below it unless forced, since the
+older release serves those memories to everyone whatever the side table keeps.
 
 A step's DDL is written out here as that release had it, not taken from the table
 classes: the classes describe the newest schema, a step must keep describing its own.
@@ -44,7 +49,7 @@ from typing import TYPE_CHECKING
 import peewee
 
 from ..schema import format_ts, utc_now
-from . import sample_recall, steps_log, steps_rows, steps_time
+from . import governance_kept, sample_recall, steps_log, steps_rows, steps_time
 from .backup import restore_backup, take_backup
 from .degraded import mark_degraded
 from .steps_governance import downgrade_from_3, upgrade_to_3
@@ -89,12 +94,15 @@ class Step:
     version: int
     up: Callable[[OrchestratorDB], None]
     down: Callable[[OrchestratorDB], None]
+    #: What a file below ``version`` could not keep safe, or None (checked before a
+    #: downgrade past this step, which is refused unless forced).
+    loses: Callable[[OrchestratorDB], str | None] | None = None
 
 
 #: The steps in ascending order; the last version is SCHEMA_VERSION.
 MIGRATIONS: list[Step] = [
     Step(2, upgrade_to_2, downgrade_from_2),
-    Step(3, upgrade_to_3, downgrade_from_3),  # governance (issue 16)
+    Step(3, upgrade_to_3, downgrade_from_3, governance_kept.what_would_be_lost),
     Step(4, steps_time.up, steps_time.down),  # time on memories (issue 18)
     Step(steps_log.VERSION, steps_log.up, steps_log.down),
     Step(6, upgrade_to_6, downgrade_from_6),
@@ -148,6 +156,11 @@ def check_migrated(odb: OrchestratorDB, before: dict[str, int]) -> None:
 
 class MigrationFailed(Exception):
     """A step or the check after it failed (the transaction is rolled back)."""
+
+
+class DowngradeRefused(Exception):
+    """A downgrade would leave memories the older schema cannot govern (nothing was
+    changed; ``force`` goes ahead)."""
 
 
 def _run_steps(odb: OrchestratorDB) -> tuple[int, list[int]]:
@@ -206,27 +219,41 @@ def _fail(odb: OrchestratorDB, backup: Path, found: int, exc: Exception) -> None
     logger.error("memory of %s is degraded: %s", odb.orchestrator_id, reason)
 
 
-def downgrade(odb: OrchestratorDB, to_version: int) -> list[int]:
+def downgrade(odb: OrchestratorDB, to_version: int, *, force: bool = False) -> list[int]:
     """Undo the steps above ``to_version`` on a writer's ``odb`` (opened without
     migrating), newest first, after a backup and in one checked transaction; returns
     the versions undone (empty when the file is already at or below ``to_version``).
-    Raises MigrationFailed (nothing changed) or ValueError for an unknown version."""
+    Raises DowngradeRefused when a step undone names what the older schema would lose
+    and ``force`` is not set, MigrationFailed (nothing changed either way) or
+    ValueError for an unknown version."""
     if not 1 <= to_version <= SCHEMA_VERSION:
         raise ValueError(f"schema version {to_version} is not between 1 and {SCHEMA_VERSION}")
     with odb.bound():
         found = schema_version()
     if found <= to_version:
         return []
+    undoing = [s for s in reversed(MIGRATIONS) if to_version < s.version <= found]
+    if not force:
+        _refuse_losses(odb, undoing, to_version)
     backup = take_backup(odb, f"predowngrade-v{found}")
-    undone: list[int] = []
     with odb.write():
         before = _counts(odb, _KEPT_BELOW.get(to_version, _KEPT))
-        for step in reversed(MIGRATIONS):
-            if to_version < step.version <= found:
-                step.down(odb)
-                undone.append(step.version)
+        for step in undoing:
+            step.down(odb)
         check_migrated(odb, before)
         _record_version(to_version)
     odb.log.write("schema_downgraded", version=to_version, fromVersion=found,
-                  backup=str(backup))
-    return undone
+                  backup=str(backup), forced=force)
+    return [step.version for step in undoing]
+
+
+def _refuse_losses(odb: OrchestratorDB, undoing: list[Step], to_version: int) -> None:
+    """Raise DowngradeRefused naming what the steps in ``undoing`` would lose."""
+    with odb.read():
+        lost = [text for step in undoing if step.loses is not None
+                for text in [step.loses(odb)] if text]
+    if lost:
+        raise DowngradeRefused(
+            "; ".join(lost) + f". Going down to schema {to_version} anyway needs force "
+            "(orchmem migrate --to N --force); this release restores what the file held "
+            "when it migrates the file up again")

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from memory_seed import as_schema, seed
+from memory_seed import as_released, as_schema, seed
 from orchmem_testing import WorkerProcess, make_settings
 
 from orchmem.config import MemoryDegraded, Settings
@@ -70,7 +70,8 @@ def make_legacy(tmp_path: Path, embedder: Embedder, version: int) -> dict[str, A
     before = ranks(settings)
     databases.close_all()
     as_schema(settings, ORCH, version)
-    assert schema(odb.workspace.db_path) == json.loads(SNAPSHOTS[version].read_text())["schema"]
+    assert as_released(schema(odb.workspace.db_path)) == \
+        json.loads(SNAPSHOTS[version].read_text())["schema"]
     return {"settings": settings, "workspace": odb.workspace, "ranks": before,
             "export": tmp_path / "before", "tmp": tmp_path}
 
@@ -144,7 +145,8 @@ def test_a_failed_migration_restores_the_file_and_degrades_to_read_only(
                         [migrations.Step(2, step, migrations.downgrade_from_2)])
     odb = Databases(legacy["settings"]).open(ORCH)
     assert odb is not None
-    assert schema(odb.workspace.db_path) == json.loads(SCHEMA_1.read_text())["schema"]
+    assert as_released(schema(odb.workspace.db_path)) == \
+        json.loads(SCHEMA_1.read_text())["schema"]
     assert odb.meta("schema_version") == "1"
     info = json.loads(odb.workspace.degraded_marker.read_text())
     assert message in info["reason"] and info["backup"].endswith("premigrate-v1.db")
@@ -230,7 +232,7 @@ def test_migrate_to_an_earlier_version_and_back_up_again(legacy: Any) -> None:
                                   "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["orchestrators"][ORCH]["status"] == "downgraded"
-    assert schema(workspace.db_path) == json.loads(SCHEMA_1.read_text())["schema"]
+    assert as_released(schema(workspace.db_path)) == json.loads(SCHEMA_1.read_text())["schema"]
     assert [b.reason for b in list_backups(workspace)][-1] == f"predowngrade-v{SCHEMA_VERSION}"
     again = runner.invoke(main, ["--root", root, "migrate", "--orch", ORCH, "--to", "1",
                                  "--json"])

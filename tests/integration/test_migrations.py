@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from memory_seed import as_schema
+from memory_seed import as_released, as_schema
 from orchmem_testing import make_settings
 
 from orchmem.config import StorageError
@@ -119,7 +119,7 @@ def legacy(tmp_path: Path) -> Iterator[dict[str, Any]]:
 
 def test_the_stand_in_is_the_file_the_previous_release_wrote(legacy: Any) -> None:
     path = legacy["path"]
-    assert schema(path) == json.loads(SCHEMA_1.read_text())["schema"]
+    assert as_released(schema(path)) == json.loads(SCHEMA_1.read_text())["schema"]
 
 
 def test_a_schema_1_file_is_migrated_once_by_a_writer_and_answers_the_same(
@@ -205,7 +205,7 @@ def test_the_down_steps_give_back_the_schema_each_release_wrote_and_up_again_the
     before = answers(odb, ids)
     made.close_all()
     path = as_schema(settings, ORCH, version)
-    assert schema(path) == json.loads(SNAPSHOTS[version].read_text())["schema"]
+    assert as_released(schema(path)) == json.loads(SNAPSHOTS[version].read_text())["schema"]
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'"
                             ).fetchone() == (str(version),)

@@ -23,6 +23,7 @@ from orchmem.models.storage.degraded import clear_degraded, degraded_info
 from orchmem.models.storage.migrations import (
     MIGRATIONS,
     SCHEMA_VERSION,
+    DowngradeRefused,
     MigrationFailed,
     downgrade,
     pending,
@@ -168,19 +169,25 @@ def restore(cli: Cli, orchestrator_id: str, backup_file: str, as_json: bool) -> 
               help=f"Go back down to schema N (1..{SCHEMA_VERSION}), to run an earlier "
                    "release on the files. Stop the workers first; a writer of this "
                    "release migrates the files up again when it opens them.")
+@click.option("--force", is_flag=True,
+              help="With --to: go down even where the older schema cannot govern what the "
+                   "file holds (restricted, confidential, session or project memories).")
 @click.option("--dry-run", is_flag=True, help="Only say which steps each one needs.")
 @json_option
 @pass_cli
 def migrate(cli: Cli, orchestrator_id: str | None, every: bool, to_version: int | None,
-            dry_run: bool, as_json: bool) -> None:
+            force: bool, dry_run: bool, as_json: bool) -> None:
     """Bring memory files up to this release's schema (backup first, one transaction,
     checked). Also clears degraded mode and tries again after a failed migration.
-    With --to N, undo the steps above N instead (the same backup, transaction, check)."""
+    With --to N, undo the steps above N instead (the same backup, transaction, check);
+    below 3 that is refused while memories are restricted, confidential or not global,
+    unless --force (their governance is kept for the way back up either way)."""
     report: dict[str, Any] = {}
     for target in _targets(cli, orchestrator_id, every):
         report[target] = (_migrate_one(cli.settings, target, dry_run) if to_version is None
-                          else _downgrade_one(cli.settings, target, to_version, dry_run))
-    failed = any(r["status"] in ("degraded", "failed") for r in report.values())
+                          else _downgrade_one(cli.settings, target, to_version, dry_run,
+                                              force))
+    failed = any(r["status"] in ("degraded", "failed", "refused") for r in report.values())
     emit({"ok": not failed, "orchestrators": report}, as_json,
          "\n".join(f"{o}: " + ", ".join(f"{k} {v}" for k, v in r.items())
                    for o, r in report.items()) or "no orchestrators")
@@ -210,7 +217,7 @@ def _migrate_one(settings: Settings, target: str, dry_run: bool) -> dict[str, An
 
 
 def _downgrade_one(settings: Settings, target: str, to_version: int,
-                   dry_run: bool) -> dict[str, Any]:
+                   dry_run: bool, force: bool) -> dict[str, Any]:
     writers = Databases(settings)
     try:
         odb = writers.open(target, create=False, migrate_up=False)
@@ -222,7 +229,9 @@ def _downgrade_one(settings: Settings, target: str, to_version: int,
             return {"status": "would downgrade" if steps else "current",
                     "schemaVersion": version, "steps": steps}
         try:
-            downgrade(odb, to_version)
+            downgrade(odb, to_version, force=force)
+        except DowngradeRefused as exc:
+            return {"status": "refused", "schemaVersion": version, "error": str(exc)}
         except MigrationFailed as exc:
             return {"status": "failed", "schemaVersion": version, "error": str(exc)}
         return {"status": "downgraded", "fromVersion": version, "schemaVersion": to_version,
