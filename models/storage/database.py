@@ -39,6 +39,7 @@ from orchmem.config import (
 
 from ..memlog import MemoryLog
 from ..overlap import Overlap
+from ..private import private_database
 from ..workspace import Workspace
 from .degraded import check_not_degraded, degraded_info
 from .integrity import check_not_disabled, verify
@@ -474,6 +475,7 @@ def _create_database(workspace: Workspace, settings: Settings) -> None:
     """
     tmp = workspace.memory_dir / f".memory.db.init-{os.getpid()}-{threading.get_ident()}"
     tmp.unlink(missing_ok=True)
+    private_database(tmp)  # 0600; memory.db is this file linked into place
     db = GuardedSqliteDatabase(str(tmp), pragmas=[("journal_mode", "delete")])
     try:
         with db.atomic("IMMEDIATE"):
