@@ -160,6 +160,8 @@ def modes_report(settings: Settings, orchestrator_ids: Iterable[str], *, fix: bo
                     make_private(entry)
                     fixed += 1
                     continue
+                except FileNotFoundError:
+                    continue  # gone since the walk (a -shm, a temp file)
                 except OSError:
                     pass  # another user's file: reported as still wide
             rel = entry.path.relative_to(base).as_posix()
