@@ -11,7 +11,9 @@ COPY models models
 COPY tasks tasks
 COPY worker worker
 COPY examples examples
-RUN pip install . && useradd --create-home orchmem && mkdir -p /data && chown orchmem /data
+# /data is the root: private like every folder orchmem makes (`orchmem check`).
+RUN pip install . && useradd --create-home orchmem && mkdir -p /data && chown orchmem /data \
+    && chmod 700 /data
 USER orchmem
 VOLUME /data
 ENV ORCHMEM_ROOT=/data

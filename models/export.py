@@ -32,6 +32,7 @@ from typing import IO, Any
 from orchmem.config import StorageError
 
 from .export_vectors import VECTORS
+from .private import open_private, private_dir
 from .schema import MemoryType, format_ts, utc_now
 from .storage import portable, reflection
 from .storage.database import OrchestratorDB
@@ -65,7 +66,7 @@ def _write(path: Path, lines: Iterable[str]) -> tuple[int, str]:
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     digest = hashlib.sha256()
     count = 0
-    with tmp.open("w", encoding="utf-8", newline="\n") as fh:
+    with open_private(tmp, "w", encoding="utf-8", newline="\n") as fh:
         for line in lines:
             data = line.encode("utf-8")
             digest.update(data)
@@ -85,7 +86,7 @@ def export_jsonl(odb: OrchestratorDB, out_dir: Path, *, include_restricted: bool
     Returns the manifest as a dict. Raises StorageError when the folder cannot be written.
     """
     try:
-        out_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(out_dir)
         with odb.read():
             left_out = set() if include_restricted else portable.restricted_ids(odb)
             derived = reflection.crystal_ids(odb)
@@ -146,12 +147,12 @@ def export_markdown(odb: OrchestratorDB, out_dir: Path, *, include_restricted: b
     confidence, provenance and dates. For reading, not for import."""
     path = out_dir / "memories.md"
     try:
-        out_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(out_dir)
         with odb.read():
             left_out = set() if include_restricted else portable.restricted_ids(odb)
             records = [r for r in portable.rows(odb, "records")
                        if r["memoryId"] not in left_out and not r.get("forgotten")]
-        with path.open("w", encoding="utf-8") as fh:
+        with open_private(path, "w", encoding="utf-8") as fh:
             _markdown(fh, odb.orchestrator_id, records, len(left_out))
     except OSError as exc:
         raise StorageError(f"cannot write {path}: {exc}") from exc

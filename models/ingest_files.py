@@ -21,6 +21,7 @@ from pathlib import Path
 from orchmem.config.memory_settings import IngestSettings
 
 from .ingest_outcomes import CHANGED, FileOutcome, reject
+from .private import private_dir
 from .workspace import Workspace, is_within
 
 EXTENSIONS = frozenset({".txt", ".md", ".json"})
@@ -75,7 +76,7 @@ def claim(candidate: Candidate, workspace: Workspace) -> Candidate:
     """
     if candidate.claimed:
         return candidate
-    workspace.inflight_dir.mkdir(exist_ok=True)
+    private_dir(workspace.inflight_dir)
     target = workspace.inflight_dir / candidate.name
     if os.path.lexists(target):
         raise reject(CHANGED, f"{candidate.name}: an earlier file of that name is still "

@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+from .private import narrow, private_dir, write_private
 from .schema import format_ts, utc_now
 from .workspace import Workspace
 
@@ -64,9 +65,10 @@ def _fit(stem: str, tail: str) -> str:
 def move_to_processed(workspace: Workspace, path: Path, sha256: str) -> Path:
     """Move the file at ``path`` (named as it was dropped) into ``processed/`` under a
     free name; returns where it went. Raises OSError when the move fails."""
-    workspace.processed_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(workspace.processed_dir)
     target = _free_name(workspace.processed_dir, path.name, sha256)
     os.replace(path, target)
+    narrow(target)
     return target
 
 
@@ -74,13 +76,14 @@ def move_to_rejected(workspace: Workspace, path: Path, sha256: str, reason: str,
                      detail: str) -> Path:
     """Write ``<name>.reason.json`` (atomically), then move the file at ``path`` (named
     as it was dropped) beside it; returns where it went. Raises OSError when it fails."""
-    workspace.rejected_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(workspace.rejected_dir)
     target = _free_name(workspace.rejected_dir, path.name, sha256)
     manifest = {"file": path.name, "sha256": sha256 or None, "reason": reason,
                 "detail": detail, "at": format_ts(utc_now())}
     reason_path = target.with_name(target.name + ".reason.json")
     tmp = reason_path.with_name("." + reason_path.name + ".tmp")
-    tmp.write_text(json.dumps(manifest, indent=2, ensure_ascii=False), encoding="utf-8")
+    write_private(tmp, json.dumps(manifest, indent=2, ensure_ascii=False))
     os.replace(tmp, reason_path)
     os.replace(path, target)
+    narrow(target)
     return target

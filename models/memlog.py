@@ -15,6 +15,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from .private import FILE_MODE, open_private, private_dir
 from .schema import format_ts, utc_now
 
 logger = logging.getLogger(__name__)
@@ -56,14 +57,14 @@ class MemoryLog:
         line was 3 % of a batch worker's CPU)."""
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
         try:
-            return os.open(self.path, flags, 0o640)
+            return os.open(self.path, flags, FILE_MODE)
         except FileNotFoundError:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            return os.open(self.path, flags, 0o640)
+            private_dir(self.path.parent)
+            return os.open(self.path, flags, FILE_MODE)
 
     def _rotate(self) -> None:
         lock_path = self.path.with_name(self.path.name + ".lock")
-        with open(lock_path, "a") as lock:
+        with open_private(lock_path, "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
                 if not self.path.exists() or self.path.stat().st_size <= self.max_bytes:

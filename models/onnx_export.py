@@ -29,6 +29,8 @@ from typing import Any
 
 from orchmem.config import EmbeddingError
 
+from .private import private_dir
+
 logger = logging.getLogger(__name__)
 
 #: Bumped when the exported graph changes shape (inputs, pooling, opset): old exports
@@ -91,7 +93,7 @@ def cached_export(model_dir: Path, label: str, cache_dir: Path) -> Export:
         return Export(graph, key)
     logger.info("exporting %s to ONNX (%s)", label, problem)
     try:
-        cache_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(cache_dir)
         size, sha = _export(model_dir, graph)
         _write_atomic(manifest, json.dumps({"key": key, "format": EXPORT_FORMAT,
                                             "size": size, "sha256": sha}).encode())

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from .atomic import write_atomically
+from .private import open_private, private_dir
 from .schema import format_ts, parse_ts
 from .storage import bulletin_reads, insights
 from .storage.database import OrchestratorDB
@@ -133,7 +134,7 @@ def dirty(odb: OrchestratorDB, watermark: int, now: datetime) -> bool:
 
 @contextmanager
 def _locked(path: Path) -> Iterator[None]:
-    with open(path.with_name(path.name + ".lock"), "a") as lock:
+    with open_private(path.with_name(path.name + ".lock"), "a") as lock:
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
         try:
             yield
@@ -145,7 +146,7 @@ def refresh(odb: OrchestratorDB, now: datetime, *, force: bool = False) -> dict[
     """Rebuild working.md when dirty (or ``force``), atomically under its lock. Returns
     ``{"written": bool, "chars", "watermark"}``."""
     path = path_of(odb)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(path.parent)
     with _locked(path):
         projection = compose(odb, now)
         if not force and not dirty(odb, projection.watermark, now):

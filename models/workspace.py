@@ -26,6 +26,8 @@ from orchmem.config import (
     check_orchestrator_id,
 )
 
+from .private import private_dir
+
 
 @dataclass(frozen=True)
 class Workspace:
@@ -103,7 +105,7 @@ class Workspace:
         return self.memory_dir / "DISABLED.json"
 
     def ensure(self) -> None:
-        """Create the folder layout (idempotent).
+        """Create the folder layout (idempotent), every folder it makes 0700.
 
         A folder that would resolve outside the workspace (below an ``ingest/`` that is a
         symlink to elsewhere, say) is not created: nothing is ever made outside it, and
@@ -118,7 +120,7 @@ class Workspace:
             self.logs_dir,
         ):
             if is_within(os.path.realpath(folder), roots):
-                folder.mkdir(parents=True, exist_ok=True)
+                private_dir(folder)
 
     def check_no_case_twin(self) -> None:
         """Refuse to create this orchestrator beside a folder of the same name but for case.

@@ -20,6 +20,7 @@ from typing import Any
 import redis
 
 from orchmem.config import Settings, load_settings
+from orchmem.models.private import private_dir, write_private
 from orchmem.worker.app import OrchmemCelery, create_app
 from orchmem.worker.broker import redis_server_binary
 from orchmem.worker.tomlwrite import to_toml
@@ -117,8 +118,8 @@ def settings_env(settings: Settings, extra: dict[str, str] | None = None) -> dic
     """Environment for a child process that must load exactly ``settings``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHMEM_")}
     config = settings.root / "orchmem-test.toml"
-    config.parent.mkdir(parents=True, exist_ok=True)
-    config.write_text(to_toml(settings, exclude_defaults=True))
+    private_dir(config.parent)  # made as orchmem makes the root: 0700, the file 0600
+    write_private(config, to_toml(settings, exclude_defaults=True))
     env["ORCHMEM_CONFIG"] = str(config)
     env.update(extra or {})
     return env
@@ -147,7 +148,7 @@ class WorkerProcess:
         for shard in self.shards or []:
             args += ["--shard", str(shard)]
         self.log_path = self.settings.root / "logs" / f"test-worker-{time.time_ns()}.log"
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(self.log_path.parent)
         args += ["--logfile", str(self.log_path), "--loglevel", "INFO"]
         self.process = subprocess.Popen(args, env=settings_env(self.settings, self.extra_env),
                                         stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,

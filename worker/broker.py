@@ -8,6 +8,9 @@ under ``<root>/broker/``: loopback only, a random password, AOF on with
 
 The server reads its settings, password included, from ``<root>/broker/redis.conf``
 (mode 0600): a command line is readable by every user in ``/proc/<pid>/cmdline``.
+
+The folder is 0700 and the server runs under umask 077, so the AOF, any RDB and its
+log, which redis-server creates itself, are 0600 (private.py).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchmem.config import BrokerUnavailable, Settings
+from orchmem.models.private import DIR_MODE, FILE_MODE, PROCESS_UMASK, private_dir
 
 logger = logging.getLogger(__name__)
 
@@ -141,7 +145,8 @@ class EmbeddedRedis:
         Raises BrokerUnavailable when one already runs for this root or it cannot start.
         """
         directory = settings.broker_dir
-        directory.mkdir(parents=True, exist_ok=True)
+        private_dir(directory)
+        os.chmod(directory, DIR_MODE)  # the broker's own folder: never readable by others
         existing = read_state(settings)
         if existing is not None:
             raise BrokerUnavailable(
@@ -156,7 +161,8 @@ class EmbeddedRedis:
         _write_private(config, _server_config(directory, port, password))
         args = [redis_server_binary(), str(config)]
         process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.DEVNULL, start_new_session=True)
+                                   stderr=subprocess.DEVNULL, start_new_session=True,
+                                   umask=PROCESS_UMASK)
         server = cls(directory=directory, port=port, password=password, process=process)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
@@ -256,7 +262,7 @@ def _previous_port(directory: Path) -> int | None:
 
 def _write_private(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         fh.write(text)
     tmp.replace(path)

@@ -22,6 +22,7 @@ from typing import Any
 from orchmem.config import Settings
 from orchmem.examples import ReferenceOrchestrator, Reply
 from orchmem.models.memlog import read_log
+from orchmem.models.private import private_dir, write_private
 
 from .app import create_app
 from .broker import EmbeddedRedis
@@ -94,12 +95,12 @@ def run_demo(settings: Settings, echo: Echo = print) -> int:
     worker: subprocess.Popen[bytes] | None = None
     try:
         config = settings.root / "orchmem.toml"
-        config.write_text(to_toml(settings.model_copy(update={"broker_url": broker.url}),
-                                  exclude_defaults=True))
+        write_private(config, to_toml(settings.model_copy(update={"broker_url": broker.url}),
+                                      exclude_defaults=True))
         env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHMEM_")}
         env["ORCHMEM_CONFIG"] = str(config)
         log = (settings.root / "logs").resolve()
-        log.mkdir(parents=True, exist_ok=True)
+        private_dir(log)
         worker = subprocess.Popen(
             [sys.executable, "-m", "orchmem.worker", "worker", "--logfile",
              str(log / "worker.log")], env=env, stdout=subprocess.DEVNULL,
@@ -213,4 +214,4 @@ def prepare_root(root: Path, fresh: bool) -> None:
             raise FileExistsError(f"{root} is not empty: pass --fresh to start over, "
                                   "or --root to use another folder")
         shutil.rmtree(root)
-    root.mkdir(parents=True, exist_ok=True)
+    private_dir(root)

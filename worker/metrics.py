@@ -24,6 +24,7 @@ import redis
 from celery import signals
 
 from orchmem.config import Settings
+from orchmem.models.private import private_dir
 
 from .app import OrchmemCelery
 from .redis_clients import broker_client
@@ -60,7 +61,7 @@ def start_metrics(settings: Settings, app: OrchmemCelery, name: str, port: int,
     """
     folder = settings.root / "metrics" / name
     shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
+    private_dir(folder)
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(folder)
     from prometheus_client import CollectorRegistry, multiprocess, start_http_server
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from orchmem.config import Settings
+from orchmem.models.private import open_private, private_dir
 
 from .broker import EmbeddedRedis, broker_url
 
@@ -36,8 +37,8 @@ class Child:
     started_at: float = 0.0
 
     def start(self, env: dict[str, str]) -> None:
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = self.log_path.open("ab")
+        private_dir(self.log_path.parent)
+        log = open_private(self.log_path, "ab")
         try:
             self.process = subprocess.Popen(self.argv, env=env, stdin=subprocess.DEVNULL,
                                             stdout=log, stderr=subprocess.STDOUT)

@@ -29,6 +29,7 @@ from orchmem.config import (
     Settings,
     check_orchestrator_id,
 )
+from orchmem.models.private import FILE_MODE, private_dir
 from orchmem.models.schema import format_ts, utc_now
 from orchmem.models.workspace import Workspace
 
@@ -144,10 +145,10 @@ class TokenStore:
         return gone
 
     def _save(self, records: list[TokenRecord]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        private_dir(self.path.parent)
         data = {"version": STORE_VERSION, "tokens": [asdict(r) for r in records]}
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{secrets.token_hex(4)}")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 json.dump(data, fh, indent=1)

@@ -25,6 +25,7 @@ from urllib.parse import quote
 
 from orchmem.config import MemoryCorrupt, StorageError
 
+from ..private import private_database, private_dir
 from ..schema import format_ts, utc_now
 from ..workspace import Workspace
 from .tables import META_EMBEDDING_DELETES, META_ORCHESTRATOR_ID, META_SCHEMA_VERSION
@@ -64,6 +65,7 @@ def _fsync_dir(folder: Path) -> None:
 
 def copy_into(source: sqlite3.Connection, path: Path) -> None:
     """The backup API from ``source`` into a new file at ``path`` (rollback journal)."""
+    private_database(path)
     dest = sqlite3.connect(path)
     try:
         source.backup(dest)
@@ -80,7 +82,7 @@ def take_backup(odb: OrchestratorDB, reason: str) -> Path:
     path = folder / f"memory-{_stamp()}-{reason}.db"
     partial = path.with_name(f".{path.name}.partial")
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        private_dir(folder)
         for stale in folder.glob(".memory-*.partial"):
             stale.unlink(missing_ok=True)  # left by a backup killed half-way
         copy_into(odb.db.connection(), partial)
@@ -146,7 +148,8 @@ def restore_backup(workspace: Workspace, backup: Path, busy_timeout_ms: int) -> 
     the live file is unchanged (the copy is one step under one lock).
     """
     version = check_backup(backup, workspace.orchestrator_id)
-    workspace.memory_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(workspace.memory_dir)
+    private_database(workspace.db_path)
     try:
         source = sqlite3.connect(f"file:{quote(str(backup))}?mode=ro", uri=True)
         live = sqlite3.connect(workspace.db_path, timeout=busy_timeout_ms / 1000,

@@ -40,6 +40,7 @@ from orchmem.config.governance import SECRET_RULES
 
 from ..memlog import MemoryLog
 from ..overlap import Overlap
+from ..private import private_database
 from ..workspace import Workspace
 from .degraded import check_not_degraded, degraded_info
 from .governance_kept import detector_rules
@@ -477,6 +478,7 @@ def _create_database(workspace: Workspace, settings: Settings) -> None:
     """
     tmp = workspace.memory_dir / f".memory.db.init-{os.getpid()}-{threading.get_ident()}"
     tmp.unlink(missing_ok=True)
+    private_database(tmp)  # 0600; memory.db is this file linked into place
     db = GuardedSqliteDatabase(str(tmp), pragmas=[("journal_mode", "delete")])
     try:
         with db.atomic("IMMEDIATE"):

@@ -15,6 +15,7 @@ from typing import Any
 
 from orchmem.config import MemoryDegraded
 
+from ..private import write_private
 from ..schema import format_ts, utc_now
 from ..workspace import Workspace
 
@@ -48,7 +49,7 @@ def check_not_degraded(workspace: Workspace) -> None:
 def mark_degraded(workspace: Workspace, reason: str, **details: Any) -> None:
     info = {"reason": reason, "at": format_ts(utc_now()), **details}
     tmp = workspace.degraded_marker.with_suffix(".tmp")
-    tmp.write_text(json.dumps(info, indent=2), encoding="utf-8")
+    write_private(tmp, json.dumps(info, indent=2))
     tmp.replace(workspace.degraded_marker)
 
 

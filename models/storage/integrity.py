@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from orchmem.config import MemoryCorrupt, MemoryDisabled, StorageError, check_no_case_twin
 
+from ..private import private_dir, write_private
 from ..schema import format_ts, utc_now
 from ..workspace import Workspace
 from .tables import META_ORCHESTRATOR_ID, META_SCHEMA_VERSION, SCHEMA_VERSION
@@ -111,13 +112,13 @@ def quarantine(workspace: Workspace, reason: str) -> Path:
     removes the marker.
     """
     folder = workspace.quarantine_dir / format_ts(utc_now()).replace(":", "")
-    folder.mkdir(parents=True, exist_ok=True)
+    private_dir(folder)
     for suffix in ("", "-wal", "-shm"):
         src = workspace.db_path.with_name(workspace.db_path.name + suffix)
         if src.exists():
             shutil.move(str(src), folder / src.name)
     marker = {"reason": reason, "at": format_ts(utc_now()), "quarantine": str(folder)}
     tmp = workspace.disabled_marker.with_suffix(".tmp")
-    tmp.write_text(json.dumps(marker, indent=2), encoding="utf-8")
+    write_private(tmp, json.dumps(marker, indent=2))
     tmp.replace(workspace.disabled_marker)
     return folder

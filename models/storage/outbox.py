@@ -28,6 +28,7 @@ from peewee import DatabaseError
 
 from orchmem.config import StorageError
 
+from ..private import private_database, private_dir
 from ..schema import format_ts, utc_now
 from . import receipts
 from .database import GuardedSqliteDatabase, OrchestratorDB
@@ -73,7 +74,8 @@ class Outbox:
     def _connect(self) -> GuardedSqliteDatabase:
         """This process's connection (call holding ``_lock``)."""
         if self._db is None or self._db.owner_pid != os.getpid():
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            private_dir(self.path.parent)
+            private_database(self.path)  # its -wal and -shm take its mode
             self._db = GuardedSqliteDatabase(
                 str(self.path), check_same_thread=False,
                 pragmas=[("journal_mode", "wal"),

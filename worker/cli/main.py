@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
+from typing import Any
 
 import click
 
 from orchmem.config import OrchmemError
+from orchmem.models.private import PROCESS_UMASK
 
 from . import (
     durability,
@@ -28,6 +31,14 @@ from .common import Cli, fail
 
 class OrchmemGroup(click.Group):
     """Reports orchmem's own errors as one line (``Error: …``), never a traceback."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """The ``orchmem`` program (and ``python -m orchmem.worker``): the process owns
+        its root, so whatever it or a library under it creates (Celery's log file,
+        beat's schedule, Prometheus' files) is private, umask 077 (models/private.py).
+        Click's test runner calls ``main()`` instead and leaves its host's umask alone."""
+        os.umask(PROCESS_UMASK)
+        return super().__call__(*args, **kwargs)
 
     def invoke(self, ctx: click.Context) -> object:
         try:

@@ -14,6 +14,7 @@ import click
 
 from orchmem.config import OrchmemError
 from orchmem.models.embedding import get_embedder
+from orchmem.models.private import modes_report, private_dir
 from orchmem.models.reembed import remaining
 from orchmem.models.storage.database import Databases, known_orchestrators
 from orchmem.models.storage.deadletters import dead_letters
@@ -165,7 +166,7 @@ def beat(cli: Cli, loglevel: str | None, wait_broker: float) -> None:
     app = _app(cli, wait_broker)
     app.conf.beat_schedule = beat_schedule(settings)
     schedule_dir = settings.root / "beat"
-    schedule_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(schedule_dir)
     app.Beat(schedule=str(schedule_dir / "schedule"), loglevel=loglevel or settings.log_level,
              max_interval=5).run()
 
@@ -208,13 +209,17 @@ def is_loopback(address: str) -> bool:
 @click.command()
 @click.option("--config", type=click.Path(dir_okay=False),
               help="Settings file (TOML) to check; overrides the global --config.")
+@click.option("--fix", is_flag=True, help="Make the files and folders that other users "
+              "could read private (0600 / 0700).")
 @json_option
 @pass_cli
-def check(cli: Cli, config: str | None, as_json: bool) -> None:
-    """Validate the settings and open every orchestrator's database.
+def check(cli: Cli, config: str | None, fix: bool, as_json: bool) -> None:
+    """Validate the settings, open every orchestrator's database, and look for files
+    and folders under the root that other users could read.
 
-    Exits non-zero, naming the problem, when the settings are invalid or any database
-    is damaged, disabled or unreadable.
+    Exits non-zero, naming the problem, when the settings are invalid, any database
+    is damaged, disabled or unreadable, or a file or folder is wider than 0600 / 0700
+    (``--fix`` narrows them and says how many).
     """
     if config:
         cli.config = config
@@ -242,9 +247,30 @@ def check(cli: Cli, config: str | None, as_json: bool) -> None:
                      + (f" - {entry['message']}" if "message" in entry else ""))
     if not report["orchestrators"]:
         lines.append("no orchestrators yet")
+    lines += _check_modes(cli, found, fix, report)
     emit(report, as_json, "\n".join(lines))
     if not report["ok"]:
         raise SystemExit(1)
+
+
+def _check_modes(cli: Cli, orchestrators: list[str], fix: bool,
+                 report: dict[str, Any]) -> list[str]:
+    """Add the files and folders wider than private (``wideModes``, root-relative) and,
+    with ``fix``, how many were narrowed (``fixed``) to ``report``; returns its lines."""
+    wide, fixed = modes_report(cli.settings, orchestrators, fix=fix)
+    report["wideModes"] = wide
+    lines = []
+    if fix:
+        report["fixed"] = fixed
+        lines.append(f"fixed {fixed} file(s) and folder(s) to private modes (0600 / 0700)")
+    if wide:
+        report["ok"] = False
+        lines.append(f"{len(wide)} file(s) and folder(s) readable by other users "
+                     + ("(not ours to change):" if fix else "(`orchmem check --fix` repairs):"))
+        lines += [f"  {w['mode']}  {w['path']}" for w in wide]
+    else:
+        lines.append("files private (0600 / 0700)")
+    return lines
 
 
 @click.command()
