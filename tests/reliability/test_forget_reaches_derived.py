@@ -52,9 +52,9 @@ def derive_everything(client: MemoryClient, tmp_path: Path) -> list[str]:
     with client.run("pick the tea") as run, run.step("choose") as step:
         step.prompt(f"Which {WORD} tea does the user want?", actor="planner")
         step.response(f"The {WORD} oolong, every afternoon.", actor="planner")
-        stepped = ok(step.write_back(memories=[memory(
-            f"The user wants {WORD} oolong in the afternoon", "Preference",
-            "2026-01-05T00:00:00Z")]))
+        # no source of its own: the step's (run and step) is its provenance
+        stepped = ok(step.write_back(memories=[{
+            "type": "Preference", "content": f"The user wants {WORD} oolong in the afternoon"}]))
     assert all(r is not None and r["ok"] for r in run.wait(TIMEOUT))
     ok(client.reflect())
     odb = client.databases.open(client.orchestrator_id)
