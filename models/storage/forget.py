@@ -2,11 +2,10 @@
 sources and the audit trail (models/derived.py runs them with the rest of its registry).
 
 The row stays (its id anchors the audit tombstone) with empty content and summary, no
-subject or value, ``forgotten = 1`` and status ``retracted``; the FTS index is merged
-(``optimize``) so no segment keeps its tokens; the vector and every source row are
+subject or value, ``forgotten = 1`` and status ``retracted``, and a memory that
+inherited its subject keeps it only if its own words contain it. Every source row is
 deleted. Words also live on in the audit trail: every event naming the memory loses
-its reason and its content-bearing fields, every edge touching it loses its reason,
-and a memory that inherited its subject keeps it only if its own words contain it.
+its reason and its content-bearing fields, every edge touching it loses its reason.
 """
 
 from __future__ import annotations
