@@ -45,6 +45,8 @@ SECTIONS = ("knowledge_summary", "active_goals", "open_todos", "recent_decisions
 DROP_ORDER = ("knowledge_summary", "preference_profile", "conflicts_and_uncertainties",
               "recent_decisions", "open_todos", "active_goals")
 MAX_LINE_CHARS = 200
+#: The snapshot files the bulletin task writes under ``bulletins/``.
+SNAPSHOT_JSON, SNAPSHOT_MD = "latest.json", "latest.md"
 TITLES = {
     "knowledge_summary": "Known", "active_goals": "Goals", "open_todos": "Open todos",
     "recent_decisions": "Recent decisions", "preference_profile": "Preferences",

@@ -4,35 +4,24 @@ Memory changes only through these (and write-back reconciliation), each recorded
 ``memory_events`` row with before/after, reason, actor and idempotency key, and each
 idempotent by its key like every write.
 
-A hard forget erases: content and summary become empty and the FTS index is merged
-(``optimize``), so no segment keeps its tokens; the vector and every source row are
-deleted, subject and value cleared, status ``retracted``. Words of the content also
-live on in the audit trail (the ``subject`` of its events, edge reasons such as
-"restates like:…"): every earlier event naming it loses its reason and its
-subject/value/content/summary/statement fields, every edge touching it loses its
-reason, and a memory that inherited its subject (a supersede by new content) keeps that
-subject only if its own words contain it. A tombstone event records the forget, without
-the content: its reason keeps none of the memory's words (they become ``[…]``). Dead
-letters whose payload holds the content are deleted in the same transaction. After the
-commit the WAL is checkpointed so the old pages leave the log file (``secure_delete``
-zeroes freed pages), the finished entries of the client's outbox, whose payloads hold
-what was said, are erased the same way, and the files in ``ingest/processed/`` that gave
-the memory are deleted (:mod:`.forget_files`). The result says what went:
-``{"erased": {"deadLetters": n, "files": [paths]}}``.
+A hard forget empties the memory's row and runs every entry of the registry of what is
+derived from memories (:mod:`.derived`): in the transaction for memory.db, after the
+commit for the files, the WAL and the outbox (also on a redelivery). A tombstone event
+records the forget, without the content: its reason keeps none of the memory's words
+(they become ``[…]``). The result says what went: ``{"erased": {"deadLetters": n,
+"files": [paths], "logEvents": n, "episodes": n, "working": …}}``.
 """
 
 from __future__ import annotations
 
-import logging
 import re
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, TypeAdapter
 
-from orchmem.config import MemoryNotFound, MemoryValidationError, StorageError
+from orchmem.config import MemoryNotFound, MemoryValidationError
 
-from . import log_forget
-from .forget_files import delete_files, processed_files_with
+from . import derived, log_forget
 from .governance_edits import ForgetPolicy, Invalidate, Patch, apply_invalidate, apply_patch
 from .payloads import IdempotencyKey
 from .schema import (
@@ -51,17 +40,12 @@ from .schema import (
     utc_now,
     validate,
 )
-from .storage import deadletters, manifest, memories, receipts, row_cache
+from .storage import memories, receipts
 from .storage.database import OrchestratorDB
 from .storage.edges import insert_edge
 from .storage.events import add_event
-from .storage.forget import checkpoint_wal, erase
 from .storage.memories import StoredMemory, insert_memory, set_status
-from .storage.outbox import Outbox, prune_done
-from .storage.redaction import cited_events
 from .storage.selection import select
-
-logger = logging.getLogger(__name__)
 
 _WORD = re.compile(r"\w+")
 Reason = Annotated[str, Field(strict=True, min_length=1, max_length=500)]
@@ -153,7 +137,8 @@ def apply_edit(odb: OrchestratorDB, edit: AnyEdit, *, key: str,
     done = stored if stored is not None else {**result, "duplicate": False}
     if erases(edit):
         # Also on a redelivery: the first delivery may have died before these ran.
-        _erase_leftovers(odb, done.get("erased", {}).get("files", []))
+        erased = done.get("erased", {})
+        done = {**done, "erased": {**erased, **derived.after_commit(odb, erased)}}
     return done
 
 
@@ -207,34 +192,6 @@ def _forget_policy(odb: OrchestratorDB, edit: ForgetPolicy, key: str) -> dict[st
     # each memory's forget is its own audit event; memory.log gets the policy's count
     odb.log.write("forget_policy", count=len(ids), hard=edit.hard, actor=edit.actor, key=key)
     return {**result, **({"erased": erased} if edit.hard else {})}
-
-
-def _erase_leftovers(odb: OrchestratorDB, files: list[str]) -> None:
-    """Move a hard forget's zeroed pages out of the WAL, erase the finished outbox
-    entries (their payloads hold what was said) and delete the processed ``files``; the
-    row cache is dropped once more, now that the forget is committed (a recall of this
-    process may have filled it from an older snapshot meanwhile)."""
-    row_cache.evict(odb)
-    try:
-        delete_files(odb.workspace, files)
-    except OSError as exc:
-        logger.warning("processed files of %s not deleted after a hard forget: %s",
-                       odb.orchestrator_id, exc)
-        odb.log.write("forget_files_failed", message=str(exc)[:300])
-    if not checkpoint_wal(odb):
-        logger.warning("WAL of %s still held by a reader after a hard forget",
-                       odb.orchestrator_id)
-        odb.log.write("forget_checkpoint_blocked")
-    outbox = Outbox(odb.workspace.outbox_path, odb.settings.worker.busy_timeout_ms)
-    try:
-        prune_done(outbox, odb, erase=True)
-    except StorageError as exc:
-        # The reconciler prunes them on its next run; the forget itself has committed.
-        logger.warning("outbox of %s not erased after a hard forget: %s",
-                       odb.orchestrator_id, exc)
-        odb.log.write("forget_outbox_failed", message=str(exc)[:300])
-    finally:
-        outbox.close()
 
 
 def _active(stored: StoredMemory, op: str) -> None:
@@ -310,24 +267,16 @@ def _forget(odb: OrchestratorDB, edit: Forget, key: str) -> dict[str, Any]:
         odb.log.write("forget", memoryId=stored.memory_id, hard=False, actor=edit.actor,
                       key=key)
         return {"memoryIds": [stored.memory_id], "hard": False}
-    files = processed_files_with(odb.workspace, manifest.hashes_of(stored.memory_id))
-    dead = deadletters.erase_mentioning([stored.content])
     words = _words_of(stored)
-    cited = cited_events(odb, stored.memory_id)  # before erase() takes its sources
-    erase(odb, stored.memory_id)
-    logged = log_forget.forget_memory(odb, stored.memory_id, cited,
-                                      log_forget.content_words(stored.content),
-                                      format_ts(utc_now()))
+    erased = derived.forget_memory(odb, stored)
     add_event("forget_hard", [stored.memory_id],
               before={"type": stored.type, "status": stored.status},
               after={"status": Status.RETRACTED.value, "forgotten": True},
               reason=_redacted(edit.reason, words), actor=edit.actor, key=key)
     odb.log.write("forget", memoryId=stored.memory_id, hard=True, actor=edit.actor, key=key,
-                  deadLetters=dead, files=len(files), logEvents=logged["events"],
-                  episodes=logged["episodes"])
-    return {"memoryIds": [stored.memory_id], "hard": True,
-            "erased": {"deadLetters": dead, "files": files, "logEvents": logged["events"],
-                       "episodes": logged["episodes"]}}
+                  deadLetters=erased["deadLetters"], files=len(erased["files"]),
+                  logEvents=erased["logEvents"], episodes=erased["episodes"])
+    return {"memoryIds": [stored.memory_id], "hard": True, "erased": erased}
 
 
 def _words_of(stored: StoredMemory) -> set[str]:

@@ -22,7 +22,8 @@ section first: insights, preferences, decisions, todos, goals).
 The projection is derived data: it is rebuilt from the database whenever it is
 *dirty* (the audit watermark moved since it was written, so any change to memory,
 including a review decision, dirties it), when it is missing (delete it and the next
-refresh recreates it) and at least once a day. It is written to a temp file and
+refresh recreates it) and at least once a day; a hard forget rebuilds it at once
+(models/derived.py). It is written to a temp file and
 renamed over the old one, under an advisory ``flock`` on ``working.md.lock`` so two
 writers never interleave. Restricted memories must never appear here: every item
 passes :func:`shown` (the one filter point; memory sensitivity lands with issue 16).

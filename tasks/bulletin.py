@@ -12,7 +12,7 @@ from typing import Any
 from celery import shared_task
 
 from orchmem.models.atomic import write_atomically
-from orchmem.models.bulletin import build
+from orchmem.models.bulletin import SNAPSHOT_JSON, SNAPSHOT_MD, build
 from orchmem.models.private import private_dir
 from orchmem.models.schema import utc_now
 from orchmem.models.storage.database import OrchestratorDB
@@ -56,8 +56,8 @@ def write_bulletin(odb: OrchestratorDB, *, durable: bool = True) -> dict[str, An
 
 def _write_files(folder: Path, files: tuple[str, str], *, durable: bool) -> None:
     private_dir(folder)
-    write_atomically(folder / "latest.json", files[0], durable=durable)
-    write_atomically(folder / "latest.md", files[1], durable=durable)
+    write_atomically(folder / SNAPSHOT_JSON, files[0], durable=durable)
+    write_atomically(folder / SNAPSHOT_MD, files[1], durable=durable)
 
 
 @contextmanager

@@ -23,8 +23,9 @@ def edit(self: MemoryTask, orchestrator_id: str, payload: dict[str, Any]) -> dic
     """Apply the edit in ``payload`` (``{"op": "supersede" | "retract" | "link" | "forget", …}``).
 
     Returns ``{"ok", "op", "memoryIds", "edgeIds"?, "duplicate"}``; a hard forget adds
-    ``"erased"``: dead letters and processed files (see :mod:`orchmem.models.edits`),
-    stored results, the AOF rewrite and the bulletin (see :mod:`.forget`).
+    ``"erased"``: one key per step of the registry of what is derived from memories
+    that reports (:mod:`orchmem.models.derived`; the broker's and the bulletin's in
+    :mod:`.forget`).
     """
 
     def body(odb: OrchestratorDB, key: str) -> dict[str, Any]:

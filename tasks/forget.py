@@ -1,6 +1,6 @@
-"""What a hard forget erases outside memory.db, where only a task reaches: the stored task
-results of the orchestrator in the result backend, the broker's append-only file, and
-the bulletin snapshot.
+"""The steps of the hard forget's registry (models/derived.py) that only a task runs: the
+stored task results of the orchestrator in the result backend, the broker's append-only
+file, and the bulletin snapshot (:data:`STEPS`, one per entry marked ``by_task``).
 
 - Results: every ``celery-task-meta-<orchestratorId>/*`` key is deleted (task ids are
   ``<orchestratorId>/<key>``, see :mod:`.publish`): a bulletin's result holds its text,
@@ -18,15 +18,17 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections.abc import Callable
 from typing import Any
 
 from redis.exceptions import RedisError
 
 from orchmem.config import OrchmemError
+from orchmem.models.derived import task_steps
 from orchmem.models.storage.database import OrchestratorDB
 
 from .base import MemoryTask
-from .bulletin import write_bulletin
+from .bulletin import SNAPSHOT_JSON, SNAPSHOT_MD, write_bulletin
 
 logger = logging.getLogger(__name__)
 
@@ -34,18 +36,34 @@ _GLOB = re.compile(r"([*?\[\]\\])")
 
 
 def erase_elsewhere(task: MemoryTask, odb: OrchestratorDB) -> dict[str, Any]:
-    """Erase the orchestrator's stored results, ask for an AOF rewrite, refresh the
-    bulletin snapshot. Returns ``{"results": n | "failed: …", "aofRewrite":
-    "requested" | "not needed: AOF is off" | "refused: …" | "no broker (immediate
-    mode)", "bulletin": "rebuilt" | "none" | "deleted (…)"}``; never raises."""
-    erased: dict[str, Any] = {"bulletin": _refresh_bulletin(odb)}
+    """Run the step of every registry entry models leave to a task
+    (:func:`orchmem.models.derived.task_steps`). Returns ``{"bulletin": "rebuilt" |
+    "none" | "deleted (…)", "results": n | "failed: …", "aofRewrite": "requested" |
+    "not needed: AOF is off" | "refused: …" | "no broker (immediate mode)"}``; never
+    raises."""
     client = getattr(task.app.backend, "client", None)
-    if task.request.is_eager or client is None:
-        return {**erased, "results": 0, "aofRewrite": "no broker (immediate mode)"}
-    erased["results"] = _delete_results(task, client, odb.orchestrator_id)
-    erased["aofRewrite"] = _rewrite_aof(client)
-    odb.log.write("forget_broker", **erased)
+    broker = None if task.request.is_eager else client
+    erased: dict[str, Any] = {}
+    for name in task_steps():
+        key, step = STEPS[name]
+        erased[key] = step(task, broker, odb)
+    if broker is not None:
+        odb.log.write("forget_broker", **erased)
     return erased
+
+
+def _results(task: MemoryTask, client: Any, odb: OrchestratorDB) -> int | str:
+    if client is None:
+        return 0
+    return _delete_results(task, client, odb.orchestrator_id)
+
+
+def _aof(task: MemoryTask, client: Any, odb: OrchestratorDB) -> str:
+    return "no broker (immediate mode)" if client is None else _rewrite_aof(client)
+
+
+def _bulletin(task: MemoryTask, client: Any, odb: OrchestratorDB) -> str:
+    return _refresh_bulletin(odb)
 
 
 def _delete_results(task: MemoryTask, client: Any, orchestrator_id: str) -> int | str:
@@ -85,7 +103,7 @@ def _rewrite_aof(client: Any) -> str:
 
 def _refresh_bulletin(odb: OrchestratorDB) -> str:
     folder = odb.workspace.bulletins_dir
-    snapshots = [folder / "latest.json", folder / "latest.md"]
+    snapshots = [folder / SNAPSHOT_JSON, folder / SNAPSHOT_MD]
     if not any(path.exists() for path in snapshots):
         return "none"
     try:
@@ -95,3 +113,11 @@ def _refresh_bulletin(odb: OrchestratorDB) -> str:
             path.unlink(missing_ok=True)
         return f"deleted (rebuild failed: {exc})"
     return "rebuilt"
+
+
+#: The step of each registry entry run here: its name -> (the result's key, the step).
+STEPS: dict[str, tuple[str, Callable[[MemoryTask, Any, OrchestratorDB], Any]]] = {
+    "bulletin snapshot": ("bulletin", _bulletin),
+    "task results": ("results", _results),
+    "append-only file": ("aofRewrite", _aof),
+}

@@ -1,11 +1,11 @@
-"""Hard forget: the statements that erase every byte of a memory's words from memory.db.
+"""Hard forget: the statements that erase a memory's words from its own row, its
+sources and the audit trail (models/derived.py runs them with the rest of its registry).
 
 The row stays (its id anchors the audit tombstone) with empty content and summary, no
-subject or value, ``forgotten = 1`` and status ``retracted``; the FTS index is merged
-(``optimize``) so no segment keeps its tokens; the vector and every source row are
+subject or value, ``forgotten = 1`` and status ``retracted``, and a memory that
+inherited its subject keeps it only if its own words contain it. Every source row is
 deleted. Words also live on in the audit trail: every event naming the memory loses
-its reason and its content-bearing fields, every edge touching it loses its reason,
-and a memory that inherited its subject keeps it only if its own words contain it.
+its reason and its content-bearing fields, every edge touching it loses its reason.
 """
 
 from __future__ import annotations
@@ -17,11 +17,7 @@ import time
 from ..schema import Status, format_ts, utc_now
 from .database import OrchestratorDB
 from .events import naming
-from .fts import optimize_index
-from .reflection import scrub
-from .row_cache import evict as evict_cached_rows
 from .tables import MemoryEdgeRow, MemoryEventRow, MemoryRow, MemorySourceRow
-from .vectors import delete_embedding
 
 #: Event fields that carry words (or a hash) of a memory's content.
 CONTENT_FIELDS = frozenset({"subject", "value", "content", "summary", "statement", "topic",
@@ -29,11 +25,10 @@ CONTENT_FIELDS = frozenset({"subject", "value", "content", "summary", "statement
 _WORD = re.compile(r"\w+")
 
 
-def erase(odb: OrchestratorDB, memory_id: str) -> None:
-    """Erase the words of ``memory_id`` everywhere in memory.db (inside a write transaction).
-
-    The caller records the tombstone event afterwards; this writes none.
-    """
+def erase_row(memory_id: str) -> None:
+    """Empty the row of ``memory_id`` (inside a write transaction): its words leave
+    ``memories`` (and, by trigger, the live FTS rows). What was derived from them is
+    models/derived.py's registry; the caller records the tombstone event afterwards."""
     row = MemoryRow.get(MemoryRow.memory_id == memory_id)
     _release_subject(row)
     (MemoryRow.update(content="", summary="", subject=None, value=None, tags="[]",
@@ -41,14 +36,11 @@ def erase(odb: OrchestratorDB, memory_id: str) -> None:
                       fingerprint=f"forgotten:{memory_id}", forgotten=1,
                       status=Status.RETRACTED.value, updated_at=format_ts(utc_now()))
      .where(MemoryRow.memory_id == memory_id).execute())
-    MemorySourceRow.delete().where(MemorySourceRow.memory == memory_id).execute()
-    delete_embedding(memory_id)
-    _scrub_audit(memory_id)
-    evict_cached_rows(odb)  # again after the commit (edits._erase_leftovers)
-    for crystal in scrub(memory_id):  # a crystal that quoted it goes with it
-        erase(odb, crystal)
-    # Merging every segment drops the deleted tokens; until then they stay in the index.
-    optimize_index(odb)
+
+
+def delete_sources(memory_id: str) -> int:
+    """Delete every source row of ``memory_id`` (they quote where its words came from)."""
+    return int(MemorySourceRow.delete().where(MemorySourceRow.memory == memory_id).execute())
 
 
 #: Tries of the truncating checkpoint while readers hold old snapshots, and the pause.
@@ -80,7 +72,7 @@ def _without_content(text: str | None) -> str | None:
     return json.dumps({k: v for k, v in data.items() if k not in CONTENT_FIELDS})
 
 
-def _scrub_audit(memory_id: str) -> None:
+def scrub_audit(memory_id: str) -> None:
     """Keep the audit trail of ``memory_id`` (ops, ids, actors, keys, times), not its words."""
     for event in MemoryEventRow.select().where(naming(memory_id)):
         before, after = _without_content(event.before), _without_content(event.after)

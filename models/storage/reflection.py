@@ -176,27 +176,48 @@ def reflection_stats(odb: OrchestratorDB) -> dict[str, Any]:
 
 
 # -- hard forget ----------------------------------------------------------------------
+# Each runs inside a hard forget's write (models/derived.py runs them in turn); on a file
+# before schema 6 there is nothing to scrub.
 
 
-def scrub(memory_id: str) -> list[str]:
-    """Inside a hard forget's write: the reflection rows stop holding words of
-    ``memory_id`` (its topic, the reasons of insights and proposals naming it, the
-    topics of memories named after it). Returns the crystals that quoted it, which the
-    caller erases too (reflection compiles them again from what is left)."""
+def scrub_topics(memory_id: str) -> int:
+    """Delete the topic of ``memory_id`` for every memory in it: a topic is named after
+    its memories' words. Returns the rows deleted."""
+    if schema_version() < REFLECT_SCHEMA:
+        return 0
+    row = MemoryTopicRow.get_or_none(MemoryTopicRow.memory == memory_id)
+    if row is None:
+        return 0
+    return int(MemoryTopicRow.delete().where(MemoryTopicRow.topic == row.topic).execute())
+
+
+def scrub_insights(memory_id: str) -> int:
+    """Clear the reason of every insight naming ``memory_id`` (it may quote its words)."""
+    if schema_version() < REFLECT_SCHEMA:
+        return 0
+    return int(InsightRow.update(reason=None)
+               .where(InsightRow.memory_ids.contains(f'"{memory_id}"')).execute())
+
+
+def scrub_proposals(memory_id: str) -> int:
+    """Replace the reason and topic of every proposal naming ``memory_id``."""
+    if schema_version() < REFLECT_SCHEMA:
+        return 0
+    return int(ProposalRow.update(reason="(forgotten)", topic=None)
+               .where((ProposalRow.newer_id == memory_id) | (ProposalRow.older_id == memory_id))
+               .execute())
+
+
+def drop_quoting_crystals(memory_id: str) -> list[str]:
+    """Delete the crystal rows of the crystals ``memory_id`` is a unit of and return
+    their memoryIds, which the caller erases too (reflection compiles them again from
+    what is left)."""
     if schema_version() < REFLECT_SCHEMA:
         return []
-    row = MemoryTopicRow.get_or_none(MemoryTopicRow.memory == memory_id)
-    if row is not None:
-        MemoryTopicRow.delete().where(MemoryTopicRow.topic == row.topic).execute()
     quoted: list[str] = [r[0] for r in cast(Any, MemoryEdgeRow.select(
         MemoryEdgeRow.to_memory).where(MemoryEdgeRow.from_memory == memory_id,
                                        MemoryEdgeRow.edge_type == EdgeType.PART_OF.value)
         .tuples())]
     for crystal in CrystalRow.select().where(CrystalRow.memory_id.in_(quoted)):
         crystal.delete_instance()
-    needle = f'"{memory_id}"'
-    (InsightRow.update(reason=None).where(InsightRow.memory_ids.contains(needle)).execute())
-    (ProposalRow.update(reason="(forgotten)", topic=None)
-     .where((ProposalRow.newer_id == memory_id) | (ProposalRow.older_id == memory_id))
-     .execute())
     return quoted

@@ -322,6 +322,19 @@ TABLES: tuple[type[Model], ...] = (
     CrystalRow,
 )
 
+#: The tables of memory.db a hard forget leaves alone, with why: ``memories`` is the
+#: record itself (its row is emptied: storage/forget.py); the others hold no words of a
+#: memory. Every other table is derived from memories and has its entry in the hard
+#: forget's registry (models/derived.py; tests/unit/test_derived.py checks both).
+NOT_DERIVED_TABLES: dict[str, str] = {
+    "memories": "the record: its row is emptied",
+    "meta": "counters and settings",
+    "memory_event_ids": "memoryId -> event id",
+    "task_receipts": "idempotency keys and results of ids and counts",
+    "ingest_manifest": "file names, hashes and memoryIds of ingested files",
+    "log_runs": "run names, outcome labels, counters (labels are kept: README)",
+}
+
 FTS_DDL = (
     f"""CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5(
         content, summary, content='memories', content_rowid='id',

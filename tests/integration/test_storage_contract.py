@@ -27,7 +27,7 @@ from orchmem.models.storage import (
     vectors,
 )
 from orchmem.models.storage.database import Databases, OrchestratorDB
-from orchmem.models.storage.forget import erase
+from orchmem.models.storage.forget import erase_row
 from orchmem.models.storage.outbox import Outbox, prune_done
 
 IMPLEMENTATIONS = ["sqlite"]
@@ -118,7 +118,7 @@ def test_full_text_finds_words_and_honours_status_and_forgetting(odb: Orchestrat
                                             statuses=["active"])] == [kept]
     assert fts.search(odb, "tuesday", limit=5, statuses=["retracted"]) == []
     with odb.write():
-        erase(odb, erased)
+        erase_row(erased)
     assert fts.search(odb, "saffron vault", limit=5,
                       statuses=["active", "retracted", "superseded"]) == []
     assert memories.get_nodes(odb, [erased]) == []
