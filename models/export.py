@@ -36,6 +36,7 @@ from .private import open_private, private_dir
 from .schema import MemoryType, format_ts, utc_now
 from .storage import portable, reflection
 from .storage.database import OrchestratorDB
+from .storage.visibility import mentioned
 
 #: The files of an export, in the manifest's order.
 FILES = {"records": "records.jsonl", "sources": "sources.jsonl", "edges": "edges.jsonl",
@@ -58,7 +59,10 @@ def _keep(kind: str, row: dict[str, Any], left_out: set[str]) -> bool:
         return row["memoryId"] not in left_out
     if kind == "edges":
         return row["fromMemoryId"] not in left_out and row["toMemoryId"] not in left_out
-    return not left_out.intersection(row["memoryIds"])
+    # an event also names memories in its before and after (a successor's "replaces")
+    named = {*row["memoryIds"], *mentioned(json.dumps(row.get("before")),
+                                           json.dumps(row.get("after")))}
+    return not left_out.intersection(named)
 
 
 def _write(path: Path, lines: Iterable[str]) -> tuple[int, str]:

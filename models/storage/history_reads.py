@@ -16,7 +16,7 @@ from .memories import row_to_node
 from .provenance import CapturedSource, sources_of
 from .tables import MemoryEventRow, MemoryRow
 from .validity_columns import memory_fields
-from .visibility import View, seen
+from .visibility import View, mentioned, seen
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ def memory_history(odb: OrchestratorDB, memory_id: str, view: View) -> MemoryHis
         rows = list(MemoryEventRow.select().where(naming(memory_id))
                     .order_by(MemoryEventRow.id))
         edges = [row_to_edge(e) for e in edges_touching([memory_id])]
-        named = {m for e in rows for m in json.loads(e.memory_ids)}
+        named = {m for e in rows for m in _named(e)}
         others = {end for e in edges for end in (e.from_memory_id, e.to_memory_id)}
         shown = seen(odb, (named | others) - {memory_id}, view) | {memory_id}
         return MemoryHistory(
@@ -74,12 +74,18 @@ def memory_history(odb: OrchestratorDB, memory_id: str, view: View) -> MemoryHis
             sources=sources_of(odb, [memory_id]))
 
 
+def _named(row: MemoryEventRow) -> set[str]:
+    """Every memory an event names: its memoryIds, and those in its before and after."""
+    return {*json.loads(row.memory_ids), *mentioned(row.before, row.after)}
+
+
 def _event(row: MemoryEventRow, shown: set[str]) -> Event:
-    """One event as the reader may see it: the memories it names that the reader does
-    not see are left out, and with them its before, after and reason."""
+    """One event as the reader may see it: the memories it names (in its ids, before or
+    after) that the reader does not see are left out, and with them its before, after
+    and reason."""
     ids = json.loads(row.memory_ids)
     kept = [m for m in ids if m in shown]
-    whole = len(kept) == len(ids)
+    whole = _named(row) <= shown
     return Event(id=row.id, op=row.op, at=row.at, actor=row.actor, memory_ids=kept,
                  before=json.loads(row.before) if whole and row.before else None,
                  after=json.loads(row.after) if whole and row.after else None,

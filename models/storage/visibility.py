@@ -22,6 +22,7 @@ with :data:`EVERYTHING`, never a surface.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -29,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from orchmem.config import MemoryValidationError
 
 from ..governance import MAX_TAGS
-from ..schema import CONTROL_CHARS, MAX_ID_CHARS
+from ..schema import CONTROL_CHARS, MAX_ID_CHARS, MEMORY_ID_PATTERN
 
 if TYPE_CHECKING:
     from .database import OrchestratorDB
@@ -97,6 +98,16 @@ def reached_statuses(statuses: Sequence[str]) -> list[str]:
     it shows). A retracted memory (withdrawn, or soft-forgotten) is reached only by a
     request that asks for inactive memories."""
     return sorted({*statuses, "superseded"})
+
+
+#: A memoryId anywhere in a text (an audit event's before or after names memories too:
+#: a successor's ``replaces``, a link's ends).
+_ANY_ID = re.compile(MEMORY_ID_PATTERN.strip("^$"))
+
+
+def mentioned(*texts: str | None) -> set[str]:
+    """Every memoryId written anywhere in ``texts`` (stored JSON; None is nothing)."""
+    return {m for text in texts if text for m in _ANY_ID.findall(text)}
 
 
 _SEEN = ("SELECT memory_id FROM memories WHERE memory_id IN (SELECT value FROM json_each(?)) "

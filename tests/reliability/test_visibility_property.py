@@ -263,7 +263,9 @@ def _check(surface: str, answer: Any, hidden: dict[str, str]) -> None:
     LEDGER.with_memories[surface] += bool(shown - set(hidden))
     leaked_ids = shown & set(hidden)
     leaked_words = [m for m, token in hidden.items() if token in text]
-    assert not leaked_ids and not leaked_words, (surface, leaked_ids, leaked_words, text[:2000])
+    where = [line[:600] for line in text.splitlines()
+             if any(m in line for m in leaked_ids) or any(hidden[m] in line for m in leaked_words)]
+    assert not leaked_ids and not leaked_words, (surface, leaked_ids, leaked_words, where[:5])
 
 
 async def _mcp_calls(url: str, token: str, calls: list[tuple[str, dict[str, Any]]]
