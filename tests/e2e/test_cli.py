@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -373,3 +374,14 @@ def test_demo_runs_the_scripted_session_and_shows_every_promised_part(
 
     wait_until(lambda: not leftovers(), 30, interval=0.5,
                message="the demo's broker and worker to exit")
+    # The recall the demo suggests next runs as printed, with no broker or reader running.
+    [suggested] = [line.strip() for line in trace.splitlines()
+                   if line.strip().startswith("orchmem ") and " recall " in line]
+    argv = shlex.split(suggested)
+    assert argv[:3] == ["orchmem", "--root", str(root)], suggested
+    recalled = orchmem(user_env, *argv[1:], cwd=cwd)
+    assert recalled.returncode == 0, f"{recalled.stdout}\n{recalled.stderr}"
+    assert "help center" in recalled.stdout and "recalled in this process" in recalled.stdout
+    assert recalled.stderr.splitlines() == [
+        "no reader is running (`orchmem up` starts one): recalling in this process, which "
+        "loads the embedding model first"], recalled.stderr

@@ -10,7 +10,7 @@ from typing import Any
 import click
 from celery.exceptions import TimeoutError as CeleryTimeout
 
-from orchmem.config import OrchmemError, Settings
+from orchmem.config import BrokerUnavailable, OrchmemError, Settings
 from orchmem.models.payloads import DEFAULT_SOURCE, check_writeback
 from orchmem.models.recall import RecallBundle
 from orchmem.models.recall import recall as recall_memories
@@ -173,10 +173,16 @@ def list_(cli: Cli, orchestrator_id: str, status: str, types: tuple[str, ...], l
 
 def from_reader(settings: Settings, orchestrator_id: str, query: str,
                 **options: Any) -> RecallBundle | None:
-    """The recall a running reader answers, or None (logged) when none serves this
-    orchestrator's shard or it fails: the caller then recalls in its own process."""
-    app = create_app(settings)
-    if not running_reader_serves(app, shard_for(settings, orchestrator_id)):
+    """The recall a running reader answers, or None (said on stderr) when no broker or
+    no reader serves this orchestrator's shard, or it fails: the caller then recalls in
+    its own process."""
+    try:
+        app = create_app(settings)
+    except BrokerUnavailable:
+        app = None
+    if app is None or not running_reader_serves(app, shard_for(settings, orchestrator_id)):
+        click.echo("no reader is running (`orchmem up` starts one): recalling in this "
+                   "process, which loads the embedding model first", err=True)
         return None
     try:
         return ask_reader(MemoryClient(orchestrator_id, settings, app=app, remote=True),
