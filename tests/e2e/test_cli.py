@@ -215,6 +215,29 @@ def _stop_everything(up: subprocess.Popen[bytes], children: list[psutil.Process]
             child.kill()
 
 
+def test_up_says_when_each_part_is_ready_then_ready(tmp_path: Path,
+                                                   user_env: dict[str, str]) -> None:
+    out = tmp_path / "up.out"
+    up = _start_up(tmp_path / "root", user_env, out)
+    children: list[psutil.Process] = []
+    try:
+        _banner(up, out)
+        # One line per part as it becomes ready, then one "ready" once all of them are.
+        said = wait_until(lambda: out.read_text() if "orchmem: ready\n" in out.read_text()
+                          else None, FIRST_TASK_S, interval=0.5,
+                          message="`orchmem up` saying it is ready")
+        readiness = [line for line in said.splitlines() if line.endswith(" ready")]
+        assert readiness[-1] == "orchmem: ready", said
+        assert sorted(readiness[:-1]) == [f"orchmem: {part} ready" for part in
+                                          ("beat", "broker", "reader", "worker-0",
+                                           "worker-1")], said
+        children = psutil.Process(up.pid).children(recursive=True)
+        up.send_signal(signal.SIGTERM)
+        assert up.wait(90) == 0, out.read_text()
+    finally:
+        _stop_everything(up, children)
+
+
 def test_quick_start_with_the_embedded_broker_from_up_to_sigterm(
         tmp_path: Path, user_env: dict[str, str]) -> None:
     root = tmp_path / "root"
