@@ -22,6 +22,8 @@ from orchmem.config import Settings
 from orchmem.models.private import open_private, private_dir
 
 from .broker import EmbeddedRedis, broker_url
+from .readiness import is_ready
+from .redis_clients import broker_client
 
 logger = logging.getLogger(__name__)
 
@@ -35,9 +37,13 @@ class Child:
     restarts: int = 0
     next_start: float = 0.0
     started_at: float = 0.0
+    #: Where the child writes its pid once ready (``--ready-file``); None: not followed.
+    ready_file: Path | None = None
+    ready: bool = False
 
     def start(self, env: dict[str, str]) -> None:
         private_dir(self.log_path.parent)
+        self.ready = False
         log = open_private(self.log_path, "ab")
         try:
             self.process = subprocess.Popen(self.argv, env=env, stdin=subprocess.DEVNULL,
@@ -48,6 +54,14 @@ class Child:
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
+
+    def became_ready(self) -> bool:
+        """Whether the running child has just written its ready file (once per start)."""
+        if self.ready or self.ready_file is None or not self.alive():
+            return False
+        assert self.process is not None
+        self.ready = is_ready(self.ready_file, self.process.pid)
+        return self.ready
 
 
 @dataclass
@@ -62,9 +76,17 @@ class Supervisor:
     children: list[Child] = field(default_factory=list)
     broker: EmbeddedRedis | None = None
     _stopping: bool = False
+    _broker_ready: bool = False
+    _all_ready: bool = False
 
     def command(self, *args: str) -> list[str]:
         return [sys.executable, "-m", "orchmem.worker", *args]
+
+    def followed(self, name: str, *args: str) -> Child:
+        """A child that says when it is ready, through ``<logs>/<name>.ready``."""
+        ready = self.settings.logs_dir / f"{name}.ready"
+        return Child(name, self.command(*args, "--ready-file", str(ready)),
+                     self.settings.logs_dir / f"{name}.log", ready_file=ready)
 
     def run(self) -> int:
         """Start everything and supervise until a signal; returns the exit code."""
@@ -74,15 +96,13 @@ class Supervisor:
         env = {**os.environ, **self.settings.env(), "ORCHMEM_BROKER_URL": url}
         logs = self.settings.logs_dir
         for shard in self.shards:
-            self.children.append(Child(f"worker-{shard}", self.command("worker", "--shard",
-                                                                       str(shard)),
-                                       logs / f"worker-{shard}.log"))
+            self.children.append(self.followed(f"worker-{shard}", "worker", "--shard",
+                                               str(shard)))
         if self.reader:
             shards = [a for shard in self.shards for a in ("--shard", str(shard))]
-            self.children.append(Child("reader", self.command("reader", *shards),
-                                       logs / "reader.log"))
+            self.children.append(self.followed("reader", "reader", *shards))
         if self.beat:
-            self.children.append(Child("beat", self.command("beat"), logs / "beat.log"))
+            self.children.append(self.followed("beat", "beat"))
         if self.flower:
             self.children.append(Child("flower", self.command("flower"), logs / "flower.log"))
         for child in self.children:
@@ -93,12 +113,36 @@ class Supervisor:
         try:
             while not self._stopping:
                 self._restart_dead(env)
+                self._report_ready(url)
                 time.sleep(0.5)
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
             self.stop()
         return 0
+
+    def _report_ready(self, url: str) -> None:
+        """Print one line per part as it becomes ready (broker, workers, reader, beat),
+        then ``orchmem: ready`` once all of them are."""
+        if not self._broker_ready:
+            self._broker_ready = self._broker_answers(url)
+            if self._broker_ready:
+                self.echo("orchmem: broker ready")
+        for child in self.children:
+            if child.became_ready():
+                self.echo(f"orchmem: {child.name} ready")
+        followed = [c for c in self.children if c.ready_file is not None]
+        if not self._all_ready and self._broker_ready and all(c.ready for c in followed):
+            self._all_ready = True
+            self.echo("orchmem: ready")
+
+    def _broker_answers(self, url: str) -> bool:
+        """Whether the broker answers a ping now."""
+        try:
+            return bool(broker_client(url, self.settings, socket_connect_timeout=1,
+                                      socket_timeout=1).ping())
+        except Exception:  # not up yet (or gone): asked again on the next round
+            return False
 
     def _on_signal(self, signum: int, _frame: object) -> None:
         self.echo(f"orchmem: {signal.Signals(signum).name} received, stopping…")

@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -214,6 +215,29 @@ def _stop_everything(up: subprocess.Popen[bytes], children: list[psutil.Process]
             child.kill()
 
 
+def test_up_says_when_each_part_is_ready_then_ready(tmp_path: Path,
+                                                   user_env: dict[str, str]) -> None:
+    out = tmp_path / "up.out"
+    up = _start_up(tmp_path / "root", user_env, out)
+    children: list[psutil.Process] = []
+    try:
+        _banner(up, out)
+        # One line per part as it becomes ready, then one "ready" once all of them are.
+        said = wait_until(lambda: out.read_text() if "orchmem: ready\n" in out.read_text()
+                          else None, FIRST_TASK_S, interval=0.5,
+                          message="`orchmem up` saying it is ready")
+        readiness = [line for line in said.splitlines() if line.endswith(" ready")]
+        assert readiness[-1] == "orchmem: ready", said
+        assert sorted(readiness[:-1]) == [f"orchmem: {part} ready" for part in
+                                          ("beat", "broker", "reader", "worker-0",
+                                           "worker-1")], said
+        children = psutil.Process(up.pid).children(recursive=True)
+        up.send_signal(signal.SIGTERM)
+        assert up.wait(90) == 0, out.read_text()
+    finally:
+        _stop_everything(up, children)
+
+
 def test_quick_start_with_the_embedded_broker_from_up_to_sigterm(
         tmp_path: Path, user_env: dict[str, str]) -> None:
     root = tmp_path / "root"
@@ -373,3 +397,14 @@ def test_demo_runs_the_scripted_session_and_shows_every_promised_part(
 
     wait_until(lambda: not leftovers(), 30, interval=0.5,
                message="the demo's broker and worker to exit")
+    # The recall the demo suggests next runs as printed, with no broker or reader running.
+    [suggested] = [line.strip() for line in trace.splitlines()
+                   if line.strip().startswith("orchmem ") and " recall " in line]
+    argv = shlex.split(suggested)
+    assert argv[:3] == ["orchmem", "--root", str(root)], suggested
+    recalled = orchmem(user_env, *argv[1:], cwd=cwd)
+    assert recalled.returncode == 0, f"{recalled.stdout}\n{recalled.stderr}"
+    assert "help center" in recalled.stdout and "recalled in this process" in recalled.stdout
+    assert recalled.stderr.splitlines() == [
+        "no reader is running (`orchmem up` starts one): recalling in this process, which "
+        "loads the embedding model first"], recalled.stderr

@@ -79,6 +79,18 @@ def test_a_damaged_store_fails_closed(root_settings: Settings) -> None:
         store.verify("om_000000000000_" + "a" * 43)
 
 
+def test_cli_create_prints_the_token_alone_on_stdout(root_settings: Settings) -> None:
+    base = ["--root", str(root_settings.root)]
+    created = CliRunner().invoke(main, [*base, "token", "create", "--orch", "alpha"])
+    assert created.exit_code == 0, created.output
+    # What TOKEN=$(orchmem token create ...) captures: one line, the token.
+    [secret] = created.stdout.splitlines()
+    record = TokenStore(root_settings).verify(secret)
+    assert record is not None and record.orchestrator_id == "alpha"
+    assert created.stderr.strip() == (f"(token id {record.token_id} for alpha: store it now, "
+                                      "it is not shown again)")
+
+
 def test_cli_create_list_revoke(root_settings: Settings) -> None:
     runner = CliRunner()
     base = ["--root", str(root_settings.root)]

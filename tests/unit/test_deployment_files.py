@@ -7,6 +7,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
 import yaml
 
@@ -21,8 +22,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def _check_command(argv: list[str]) -> None:
     assert argv[0] in ("orchmem", "celery"), argv
     if argv[0] == "orchmem":
-        assert argv[1] in main.commands, f"{argv[1]} is not an orchmem command"
-        command = main.commands[argv[1]]
+        command = main.get_command(click.Context(main), argv[1])
+        assert command is not None, f"{argv[1]} is not an orchmem command"
         options = {opt for p in command.params for opt in getattr(p, "opts", [])}
         for arg in argv[2:]:
             if arg.startswith("--"):

@@ -121,3 +121,10 @@ def test_narrow_takes_group_and_other_bits_off_a_taken_in_file(tmp_path: Path) -
     dropped.chmod(0o664)
     narrow(dropped)
     assert mode(dropped) == 0o600
+
+
+def test_the_cli_sets_the_same_process_umask() -> None:
+    from orchmem.models.private import PROCESS_UMASK
+    from orchmem.worker.cli.main import PROCESS_UMASK as CLI_UMASK
+
+    assert CLI_UMASK == PROCESS_UMASK

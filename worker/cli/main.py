@@ -1,7 +1,13 @@
-"""The ``orchmem`` group and its commands."""
+"""The ``orchmem`` group and its commands.
+
+Commands are loaded on demand (``catalog.COMMANDS``): ``orchmem --version`` and
+``orchmem --help`` import click and nothing of celery, numpy or torch, and a command
+imports only its own module.
+"""
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import sys
@@ -9,28 +15,41 @@ from typing import Any
 
 import click
 
-from orchmem.config import OrchmemError
-from orchmem.models.private import PROCESS_UMASK
+from .catalog import COMMANDS
 
-from . import (
-    durability,
-    edits,
-    governance,
-    logcmd,
-    mcpserve,
-    memory,
-    ops,
-    portability,
-    reader,
-    reflection,
-    serve,
-    tokens,
-)
-from .common import Cli, fail
+#: The process umask of an ``orchmem`` program: models/private.py's PROCESS_UMASK,
+#: written out here so that ``--version`` and ``--help`` import nothing of the models
+#: (tests/unit/test_private.py checks the two agree).
+PROCESS_UMASK = 0o077
 
 
 class OrchmemGroup(click.Group):
-    """Reports orchmem's own errors as one line (``Error: …``), never a traceback."""
+    """Loads each command from the catalogue when it is needed, and reports orchmem's
+    own errors as one line (``Error: …``), never a traceback."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        """Every command's name, sorted, without importing any of them."""
+        return sorted({*COMMANDS, *self.commands})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        """The command ``cmd_name``, importing its module the first time."""
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            module, attribute, _ = COMMANDS[cmd_name]
+            loaded = importlib.import_module(f"{__package__}.{module}")
+            self.add_command(getattr(loaded, attribute), cmd_name)
+        return self.commands.get(cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The commands section of ``--help``, from the catalogue's summaries."""
+        names = self.list_commands(ctx)
+        if not names:
+            return
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        # A stand-in command shortens the summary exactly as the real one's help would be.
+        rows = [(name, click.Command(name, help=COMMANDS[name][2]).get_short_help_str(limit))
+                for name in names if name in COMMANDS]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """The ``orchmem`` program (and ``python -m orchmem.worker``): the process owns
@@ -41,6 +60,11 @@ class OrchmemGroup(click.Group):
         return super().__call__(*args, **kwargs)
 
     def invoke(self, ctx: click.Context) -> object:
+        """Run the command; an OrchmemError becomes one ``Error:`` line and its exit code."""
+        from orchmem.config import OrchmemError
+
+        from .common import fail
+
         try:
             return super().invoke(ctx)
         except OrchmemError as exc:
@@ -64,13 +88,7 @@ def main(ctx: click.Context, config: str | None, root: str | None) -> None:
     workers write them into each orchestrator's own SQLite file; recall reads that
     file directly. New here? Run `orchmem demo`, or `orchmem up` then `orchmem write`.
     """
+    from .common import Cli
+
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     ctx.obj = Cli(config, root)
-
-
-for command in (*ops.COMMANDS, *memory.COMMANDS, *edits.COMMANDS, *portability.COMMANDS,
-                *durability.COMMANDS, *governance.COMMANDS):
-    main.add_command(command)
-for command in (*tokens.COMMANDS, *serve.COMMANDS, *mcpserve.COMMANDS, *reader.COMMANDS,
-                *logcmd.COMMANDS, *reflection.COMMANDS):
-    main.add_command(command)

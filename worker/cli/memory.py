@@ -10,11 +10,11 @@ from typing import Any
 import click
 from celery.exceptions import TimeoutError as CeleryTimeout
 
-from orchmem.config import OrchmemError, Settings
+from orchmem.config import BrokerUnavailable, OrchmemError, Settings
 from orchmem.models.payloads import DEFAULT_SOURCE, check_writeback
 from orchmem.models.recall import RecallBundle
 from orchmem.models.recall import recall as recall_memories
-from orchmem.models.schema import Status
+from orchmem.models.schema import MemoryInput, Status
 from orchmem.models.storage.database import Databases, OrchestratorDB, known_orchestrators
 from orchmem.models.storage.memories import list_memories
 from orchmem.models.storage.stats import stats as memory_stats
@@ -97,7 +97,9 @@ def wait_for(result: Any, timeout: float, as_json: bool) -> dict[str, Any]:
 @click.option("--content", required=True, help="The memory, as plain text.")
 @click.option("--summary", help="A short summary (default: the first sentence).")
 @click.option("--importance", type=click.IntRange(0, 100), default=50, show_default=True)
-@click.option("--confidence", type=click.FloatRange(0.0, 1.0), default=0.9, show_default=True)
+@click.option("--confidence", type=click.FloatRange(0.0, 1.0),
+              default=MemoryInput.model_fields["confidence"].default, show_default=True,
+              help="As write_back's default when not given.")
 @click.option("--idempotency-key", help="Writes with the same key happen once.")
 @click.option("--timeout", type=float, help="Seconds to wait for the worker "
               "(default: worker.wait_timeout_s).")
@@ -173,10 +175,16 @@ def list_(cli: Cli, orchestrator_id: str, status: str, types: tuple[str, ...], l
 
 def from_reader(settings: Settings, orchestrator_id: str, query: str,
                 **options: Any) -> RecallBundle | None:
-    """The recall a running reader answers, or None (logged) when none serves this
-    orchestrator's shard or it fails: the caller then recalls in its own process."""
-    app = create_app(settings)
-    if not running_reader_serves(app, shard_for(settings, orchestrator_id)):
+    """The recall a running reader answers, or None (said on stderr) when no broker or
+    no reader serves this orchestrator's shard, or it fails: the caller then recalls in
+    its own process."""
+    try:
+        app = create_app(settings)
+    except BrokerUnavailable:
+        app = None
+    if app is None or not running_reader_serves(app, shard_for(settings, orchestrator_id)):
+        click.echo("no reader is running (`orchmem up` starts one): recalling in this "
+                   "process, which loads the embedding model first", err=True)
         return None
     try:
         return ask_reader(MemoryClient(orchestrator_id, settings, app=app, remote=True),
@@ -312,7 +320,7 @@ def recall(cli: Cli, orchestrator_id: str, query: str, top_n: int | None, types:
 
     When `orchmem up` runs (its reader answers within 0.5 s), the reader answers, in
     milliseconds. Otherwise, or with --local or another --mode, this process loads the
-    embedding model (a few seconds, ~500 MB) and reads the database itself.
+    embedding model (a few seconds, ~320 MB) and reads the database itself.
     """
     require_orchestrator(cli.settings, orchestrator_id, missing_ok)
     try:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from celery import signals as celery_signals
 
 from orchmem.config import OrchmemError
 from orchmem.models.embedding import get_embedder
@@ -27,6 +28,7 @@ from ..broker import EmbeddedRedis, wait_for_broker
 from ..drain import drain
 from ..metrics import start_metrics
 from ..publish import publish
+from ..readiness import on_ready, ready_file_option
 from ..routing import shard_queues
 from ..schedule import beat_schedule
 from ..supervisor import Supervisor
@@ -125,13 +127,15 @@ def _app(cli: Cli, wait_broker: float) -> OrchmemCelery:
               help="Serve Prometheus metrics on this port (default: worker.metrics_port; "
                    "0 = off).")
 @WAIT_BROKER
+@ready_file_option
 @pass_cli
 def worker(cli: Cli, shards: tuple[int, ...], loglevel: str | None, logfile: str | None,
-           metrics_port: int | None, wait_broker: float) -> None:
+           metrics_port: int | None, wait_broker: float, ready_file: str | None) -> None:
     """Run one Celery worker (concurrency 1) for the given shards."""
     settings = cli.settings
     chosen = _shards(cli, shards)
     app = _app(cli, wait_broker)
+    on_ready(celery_signals.worker_ready, ready_file)
     connect_worker_signals(app, chosen)
     batching.install(app)
     events.install(app)
@@ -158,12 +162,14 @@ def worker(cli: Cli, shards: tuple[int, ...], loglevel: str | None, logfile: str
 @click.command()
 @click.option("--loglevel", default=None, help="Log level (default: settings.log_level).")
 @WAIT_BROKER
+@ready_file_option
 @pass_cli
-def beat(cli: Cli, loglevel: str | None, wait_broker: float) -> None:
+def beat(cli: Cli, loglevel: str | None, wait_broker: float, ready_file: str | None) -> None:
     """Run the beat scheduler (re-embedding, ingest scans, integrity checks, gc,
     bulletin refresh), at the intervals of the [beat] settings."""
     settings = cli.settings
     app = _app(cli, wait_broker)
+    on_ready(celery_signals.beat_init, ready_file)
     app.conf.beat_schedule = beat_schedule(settings)
     schedule_dir = settings.root / "beat"
     private_dir(schedule_dir)

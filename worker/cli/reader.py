@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 import click
+from celery import signals as celery_signals
 
 from orchmem.config import OrchmemError
 from orchmem.models.embedding import get_embedder
@@ -12,6 +13,7 @@ from orchmem.models.embedding import get_embedder
 from ..app import NoReturnValues, create_app
 from ..broker import wait_for_broker
 from ..metrics import start_metrics
+from ..readiness import on_ready, ready_file_option
 from ..routing import read_queue_name
 from .common import Cli, pass_cli
 from .ops import WAIT_BROKER, _shards
@@ -28,9 +30,11 @@ from .ops import WAIT_BROKER, _shards
               help="Serve Prometheus metrics (recalls counted and timed) on this port "
                    "(default 0 = off).")
 @WAIT_BROKER
+@ready_file_option
 @pass_cli
 def reader(cli: Cli, shards: tuple[int, ...], concurrency: int | None, loglevel: str | None,
-           logfile: str | None, metrics_port: int, wait_broker: float) -> None:
+           logfile: str | None, metrics_port: int, wait_broker: float,
+           ready_file: str | None) -> None:
     """Answer recalls sent by remote clients (MemoryClient(..., remote=True)) for the
     given shards, with read-only connections: run it on the host that owns their files."""
     settings = cli.settings
@@ -42,6 +46,7 @@ def reader(cli: Cli, shards: tuple[int, ...], concurrency: int | None, loglevel:
     get_embedder(settings.embedding)  # once, shared by the threads, before the first task
     logging.getLogger("celery.app.trace").addFilter(NoReturnValues())
     app.conf.worker_send_task_events = settings.reader.task_events
+    on_ready(celery_signals.worker_ready, ready_file)
     queues = [read_queue_name(settings, s) for s in chosen]
     if metrics_port:
         start_metrics(settings, app, f"reader-{'-'.join(map(str, chosen))}", metrics_port,

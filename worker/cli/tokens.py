@@ -19,11 +19,15 @@ def token() -> None:
 @json_option
 @pass_cli
 def create(cli: Cli, orchestrator_id: str, as_json: bool) -> None:
-    """Create a token for ID and print it once (it cannot be shown again)."""
+    """Create a token for ID and print it once (it cannot be shown again).
+
+    Only the token goes to stdout (`TOKEN=$(orchmem token create --orch ID)`); the
+    reminder goes to stderr."""
     secret, record = TokenStore(cli.settings).create(orchestrator_id)
-    emit({**record.public(), "token": secret}, as_json,
-         f"{secret}\n(token id {record.token_id} for {orchestrator_id}: store it now, "
-         "it is not shown again)")
+    emit({**record.public(), "token": secret}, as_json, secret)
+    if not as_json:
+        click.echo(f"(token id {record.token_id} for {orchestrator_id}: store it now, "
+                   "it is not shown again)", err=True)
 
 
 @token.command(name="list")
