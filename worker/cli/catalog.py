@@ -19,7 +19,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "broker": ("ops", "broker", 'Run only the embedded Redis broker (AOF on) in the foreground.'),
     "bulletin": ("memory", "bulletin",
                "Build and show the orchestrator's bulletin (what is sent with every message)."),
-    "check": ("ops", "check", "Validate the settings and open every orchestrator's database."),
+    "check": ("ops", "check", "Validate the settings, open every orchestrator's database, "
+              "and look for files and folders under the root that other users could read."),
     "deadletter": ("ops", "deadletter",
                'Tasks that crashed their worker max_deliveries times: list and retry them.'),
     "demo": ("ops", "demo", 'Run a scripted session of two orchestrators and print a trace.'),
