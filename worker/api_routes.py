@@ -29,6 +29,7 @@ from orchmem.models.storage.visibility import make_view
 from orchmem.models.validity import check_as_of
 
 from .api_errors import STATUS, code_of, error_body, json_error
+from .api_json import check_json_depth, check_plain_strings
 from .api_models import ContextBody, ForgetBody, LinkBody, RetractBody, SupersedeBody
 from .api_state import ApiState
 from .client import MemoryClient, WriteHandle
@@ -58,7 +59,11 @@ def member(request: Request,
     """Admit the request (401/403, logged) and hand over its orchestrator's client."""
     state: ApiState = request.app.state.orchmem
     operation = request.url.path.rsplit("/", 1)[-1][:40]
-    state.guard.admit(request.headers.get("authorization"), orchestrator_id, operation)
+    try:
+        state.guard.admit(request.headers.get("authorization"), orchestrator_id, operation)
+    except MemoryNotFound:
+        state.drop(orchestrator_id)  # its client's caches (the bulletin) go with it
+        raise
     return Member(state.client(orchestrator_id), state)
 
 
@@ -68,11 +73,15 @@ async def json_body(request: Request) -> Any:
     if not raw.strip():
         raise MemoryValidationError("the request body is empty: send a JSON object",
                                     [{"path": "(body)", "message": "required"}])
+    text = raw.decode("utf-8", errors="replace")
+    check_json_depth(text)  # before the decoder recurses into it
     try:
-        return json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
+        value = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
     except (ValueError, UnicodeDecodeError) as exc:
         raise MemoryValidationError(f"the request body is not JSON: {str(exc)[:200]}",
                                     [{"path": "(body)", "message": "not JSON"}]) from None
+    check_plain_strings(value)
+    return value
 
 
 #: An admitted request (the token checked first); the JSON body; the wait flag.

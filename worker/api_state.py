@@ -46,6 +46,11 @@ class ApiState:
                 self._write_locks[orchestrator_id] = threading.Lock()
             return client
 
+    def drop(self, orchestrator_id: str) -> None:
+        """Forget the client of an orchestrator that no longer exists."""
+        with self._lock:
+            self._clients.pop(orchestrator_id, None)
+
     def _app(self) -> OrchmemCelery | None:
         # With a broker each client builds its own app (it rebuilds it after an outage).
         if self.immediate and self._immediate_app is None:
