@@ -5,7 +5,9 @@ never echo server paths; a removed orchestrator is gone for its tokens too."""
 from __future__ import annotations
 
 import shutil
+import socket
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -14,6 +16,8 @@ from api_testing import ApiServer, immediate_settings, start_api
 
 from orchmem.models.embedding import Embedder
 from orchmem.models.workspace import Workspace
+from orchmem.worker.api_server import HeaderTimeout, server_config
+from orchmem.worker.cli.serve import with_overrides
 
 ALPHA, GONE = "alpha", "gone"
 BASE = "/v1/orchestrators"
@@ -139,3 +143,40 @@ def test_a_removed_orchestrator_answers_not_found_and_writes_nothing(
     assert not folder.exists()
     # the other orchestrator is untouched
     assert http.get(f"{BASE}/{ALPHA}/bulletin", headers=api.auth(ALPHA)).status_code == 200
+
+
+def test_serve_gives_uvicorn_the_keep_alive_and_header_timeouts(api: ApiServer) -> None:
+    settings = with_overrides(api.settings, keep_alive_s=7, header_timeout_s=3.5)
+    config = server_config(api.app, settings)
+    config.load()
+    assert config.timeout_keep_alive == 7
+    assert issubclass(config.http_protocol_class, HeaderTimeout)
+    assert config.http_protocol_class.header_timeout_s == 3.5  # type: ignore[attr-defined]
+
+
+def _closed_by_server(sock: socket.socket) -> bool:
+    """Whether the server closes ``sock`` (it never answers the half-sent request)."""
+    sock.settimeout(60)  # a bound for a broken server, not a measured time
+    try:
+        return sock.recv(4096) == b""
+    except TimeoutError:
+        return False
+
+
+def test_a_half_open_connection_is_closed(tmp_path: Path, embedder: Embedder) -> None:
+    settings = with_overrides(immediate_settings(tmp_path / "root"), header_timeout_s=0.5)
+    server = start_api(settings, [])
+    try:
+        with socket.create_connection(("127.0.0.1", int(server.url.rsplit(":", 1)[1]))) as sock:
+            sock.sendall(b"GET /v1/health HTTP/1.1\r\nHost: orchmem\r\n")  # no blank line
+            assert _closed_by_server(sock)
+        with socket.create_connection(("127.0.0.1", int(server.url.rsplit(":", 1)[1]))) as sock:
+            sock.sendall(b"GET /v1/health HTTP/1.1\r\nHost: orchmem\r\n\r\n")
+            answer = b""
+            while not answer.endswith(b"}"):
+                answer += sock.recv(65536)
+            assert answer.startswith(b"HTTP/1.1 200")
+            sock.sendall(b"GET /v1/health HTTP/1.1\r\n")  # the next request, half sent
+            assert _closed_by_server(sock)
+    finally:
+        server.stop()
