@@ -7,12 +7,14 @@ from __future__ import annotations
 import shutil
 import socket
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from api_testing import ApiServer, immediate_settings, start_api
+from orchmem_testing import WorkerProcess, wait_until
 
 from orchmem.models.embedding import Embedder
 from orchmem.models.workspace import Workspace
@@ -179,4 +181,44 @@ def test_a_half_open_connection_is_closed(tmp_path: Path, embedder: Embedder) ->
             sock.sendall(b"GET /v1/health HTTP/1.1\r\n")  # the next request, half sent
             assert _closed_by_server(sock)
     finally:
+        server.stop()
+
+
+def test_one_orchestrators_burst_is_capped_and_another_is_served_meanwhile(
+        isolated: Any, embedder: Embedder) -> None:
+    # broker mode, no worker yet: A's admitted writes wait for one
+    settings = isolated(shards=1, api={"wait_timeout_s": 60,
+                                       "max_requests_per_orchestrator": 3})
+    server = start_api(settings, ["tenant-a", "tenant-b"])
+    worker = WorkerProcess(settings)
+    burst = 6
+    try:
+        with httpx.Client(base_url=server.url, timeout=600) as http, \
+                ThreadPoolExecutor(burst) as pool:
+            def write(n: int) -> httpx.Response:
+                return http.post(f"{BASE}/tenant-a/writeback", headers=server.auth("tenant-a"),
+                                 json={"memories": [{"type": "Fact", "source": SOURCE,
+                                                     "content": f"Burst fact number {n}"}]})
+
+            futures = [pool.submit(write, n) for n in range(burst)]
+            wait_until(lambda: sum(f.done() for f in futures) == burst - 3,
+                       message="the requests past the cap answered")
+            state = server.app.state.orchmem
+            assert state.in_flight("tenant-a") == 3
+            refused = [f.result() for f in futures if f.done()]
+            for response in refused:
+                _refused(response, 429, "too_many_requests")
+                assert int(response.headers["Retry-After"]) >= 1
+            # A's writes wait for a worker; B and health answer meanwhile
+            recall = http.get(f"{BASE}/tenant-b/recall", headers=server.auth("tenant-b"),
+                              params={"q": "anything"})
+            assert recall.status_code == 200, recall.text
+            assert http.get("/v1/health").json()["ok"] is True
+            assert sum(not f.done() for f in futures) == 3
+            worker.start()
+            written = [f.result() for f in futures if f.result().status_code != 429]
+        assert [r.status_code for r in written] == [200, 200, 200], [r.text for r in written]
+        assert state.in_flight("tenant-a") == 0
+    finally:
+        worker.stop()
         server.stop()
