@@ -175,6 +175,18 @@ class ApiSettings(Section):
     #: broker and no worker. For one host and small set-ups; the server is then the
     #: orchestrators' only writer and must be the only one.
     immediate: bool = False
+    #: How long an idle keep-alive connection stays open between requests.
+    keep_alive_s: int = Field(5, ge=1, le=300)
+    #: How long a connection may take to send a request's headers (from its opening,
+    #: or from the previous response); then it is closed. Half-open and trickling
+    #: connections would otherwise hold a slot forever.
+    header_timeout_s: float = Field(10.0, gt=0.0, le=300.0)
+    #: Most requests one orchestrator may have in progress at once; past it the API
+    #: answers 429 ``too_many_requests`` with ``Retry-After``.
+    max_requests_per_orchestrator: int = Field(8, ge=1, le=1000)
+    #: Threads that run writes and wait for their results, apart from the pool that
+    #: serves reads: one orchestrator's waiting writes never starve another's recall.
+    write_threads: int = Field(16, ge=1, le=256)
 
 
 class ReaderSettings(Section):

@@ -27,6 +27,7 @@ from .payloads import IdempotencyKey
 from .schema import (
     EdgeInput,
     EdgeType,
+    Flag,
     MemoryInput,
     MemoryType,
     ShortText,
@@ -89,7 +90,7 @@ class Link(_Edit):
 class Forget(_Edit):
     op: Literal["forget"]
     memory_id: ShortText
-    hard: bool = False
+    hard: Flag = False
     reason: Reason | None = None
 
 

@@ -32,6 +32,7 @@ from orchmem.config.memory_settings import ExecLogSettings
 from .payloads import IdempotencyKey, check_key
 from .schema import (
     CONTROL_CHARS,
+    Flag,
     ShortText,
     WireModel,
     check_timestamp,
@@ -120,7 +121,7 @@ class LogEventInput(WireModel):
     digest: Annotated[str, Field(strict=True)] | None = None
     data: dict[str, Any] | None = None
     checkpoint: CheckpointRef | None = None
-    replay: bool = False
+    replay: Flag = False
     at: datetime | None = None
 
     @field_validator("at", mode="before")

@@ -35,6 +35,7 @@ from .governance import (
 from .payloads import IdempotencyKey
 from .schema import (
     Confidence,
+    Flag,
     Importance,
     ShortText,
     Status,
@@ -134,8 +135,8 @@ class ForgetPolicy(_GovernanceEdit):
     workflow_run_id: ShortText | None = None
     source_path: Annotated[str, Field(strict=True, min_length=1, max_length=4096)] | None = None
     tags: Tags = Field(default_factory=list)
-    hard: bool = False
-    dry_run: bool = False
+    hard: Flag = False
+    dry_run: Flag = False
     reason: Reason | None = None
 
     @field_validator("before", mode="before")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from .ranking import Ranked
-from .schema import MemoryEdge, MemoryNode, MemoryType, Source, Status, WireModel
+from .schema import Flag, MemoryEdge, MemoryNode, MemoryType, Source, Status, WireModel
 from .storage import recall_reads, row_cache
 from .storage.provenance import CapturedSource
 from .trusted import trusted
@@ -72,7 +72,7 @@ class RecallBundle(WireModel):
     provenance: list[Provenance]
     mode: str
     #: False when the vector side could not answer; the nodes then come from full text.
-    vector_available: bool
+    vector_available: Flag
     candidates: dict[str, int]
     warnings: list[str]
     took_ms: float

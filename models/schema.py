@@ -92,12 +92,15 @@ MAX_SUMMARY_CHARS = 280
 MAX_ID_CHARS = 200
 MEMORY_ID_PATTERN = r"^m-[0-9a-f]{8}-[0-9a-f]{16}$"
 _MEMORY_ID = re.compile(MEMORY_ID_PATTERN)
-#: Control characters (tab, newline and carriage return allowed) and NUL.
-CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+#: Characters no plain text field accepts: C0 controls but tab and newlines, DEL, and
+#: lone UTF-16 surrogates (JSON can carry them; they cannot be encoded as UTF-8).
+CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
 _BLANK_RUN = re.compile(r"[ \t]+")
 _MANY_NEWLINES = re.compile(r"\n{3,}")
 
 Importance = Annotated[int, Field(ge=0, le=100, strict=True)]
+#: A request's yes/no field: JSON true or false only ("yes", 1 or "true" are refused).
+Flag = Annotated[bool, Field(strict=True)]
 Confidence = Annotated[float, Field(ge=0.0, le=1.0, strict=True, allow_inf_nan=False)]
 Weight = Annotated[float, Field(ge=0.0, le=1.0, strict=True, allow_inf_nan=False)]
 ShortText = Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS, strict=True)]
@@ -111,8 +114,15 @@ def utc_now() -> datetime:
 
 
 def format_ts(value: datetime) -> str:
-    """ISO 8601 in UTC with microseconds and ``Z``: sorts as text in SQLite."""
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """ISO 8601 in UTC with microseconds and ``Z``: sorts as text in SQLite.
+
+    Raises ValueError (not OverflowError, which validators do not turn into a field
+    error) for a time whose UTC value falls outside years 1-9999.
+    """
+    try:
+        return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    except OverflowError:
+        raise ValueError(f"{value.isoformat()[:40]} is out of range in UTC") from None
 
 
 def parse_ts(value: str) -> datetime:
@@ -213,6 +223,7 @@ def check_timestamp(value: Any) -> Any:
     if isinstance(value, datetime):
         if value.tzinfo is None:
             raise ValueError("timestamps must carry a time zone (e.g. 2024-05-01T10:00:00Z)")
+        format_ts(value)  # in range once in UTC, as it is stored
         return value
     if not isinstance(value, str):
         raise ValueError("timestamps must be ISO 8601 strings with a time zone")
@@ -222,6 +233,7 @@ def check_timestamp(value: Any) -> Any:
         raise ValueError(f"{value[:40]!r} is not an ISO 8601 timestamp") from None
     if parsed.tzinfo is None:
         raise ValueError("timestamps must carry a time zone (e.g. 2024-05-01T10:00:00Z)")
+    format_ts(parsed)
     return parsed
 
 

@@ -39,10 +39,14 @@ def check_as_of(as_of: datetime | str | None, now: datetime) -> str | None:
         raise _bad(f"expected a timestamp, got {type(as_of).__name__}")
     if as_of.tzinfo is None:
         raise _bad("must carry a time zone (e.g. 2024-05-01T10:00:00Z)")
+    try:
+        stored = format_ts(as_of)
+    except ValueError as exc:
+        raise _bad(str(exc)) from None
     if as_of > now + FUTURE_SLACK:
         raise _bad(f"{as_of.isoformat()} is in the future (now {now.isoformat()}): "
                    "what will be true is not known")
-    return format_ts(as_of)
+    return stored
 
 
 def _bad(message: str) -> MemoryValidationError:

@@ -153,14 +153,20 @@ class Workspace:
             raise _invalid(where, "must not contain NUL bytes or exceed 4096 characters")
         if not os.path.isabs(raw):
             raise _invalid(where, f"must be an absolute path, got {raw[:200]!r}")
+        if is_within(os.path.normpath(raw), SYSTEM_ROOTS):
+            raise ScopeViolation(f"{where}: paths under /proc, /dev and /sys are refused")
         canonical = os.path.realpath(raw)
-        if not is_within(canonical, self.allowed_roots()):
+        if is_within(canonical, SYSTEM_ROOTS) or not is_within(canonical,
+                                                                self.allowed_roots()):
+            # the rule only: neither the resolved path nor the workspace's folder
             raise ScopeViolation(
-                f"{where} {raw[:200]!r} resolves to {canonical[:200]!r}, outside the workspace of "
-                f"orchestrator {self.orchestrator_id!r} ({self.runtime_root}); "
-                "cite files inside it or add their folder to shared_paths"
-            )
+                f"{where}: outside the workspace of orchestrator {self.orchestrator_id!r} "
+                "once links are resolved; cite files inside it or under its shared_paths")
         return canonical
+
+
+#: Kernel and device trees: never a memory's source, whatever the workspace allows.
+SYSTEM_ROOTS = ("/proc", "/dev", "/sys")
 
 
 def is_within(path: str, roots: Iterable[str]) -> bool:

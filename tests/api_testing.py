@@ -16,6 +16,7 @@ from orchmem.config import Settings
 from orchmem.models.workspace import Workspace
 from orchmem.worker.api import create_api
 from orchmem.worker.api_auth import Admissions
+from orchmem.worker.api_server import server_config
 from orchmem.worker.tokens import TokenStore
 
 
@@ -56,8 +57,8 @@ def start_api(settings: Settings, orchestrators: list[str]) -> ApiServer:
         tokens[orchestrator_id] = store.create(orchestrator_id)[0]
     app = create_api(settings, store)
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, access_log=False,
-                                           log_level="warning", lifespan="off"))
+    server = uvicorn.Server(server_config(app, settings, host="127.0.0.1", port=port,
+                                          log_level="warning", lifespan="off"))
     thread = threading.Thread(target=server.run, name="orchmem-api", daemon=True)
     thread.start()
     deadline = time.monotonic() + 20

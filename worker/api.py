@@ -21,7 +21,10 @@ method, and shapes its result: the domain stays in the client.
 =========================  =====================================================
 
 Writes answer 200 with the worker's ``result`` once it committed, or 202 (``queued``)
-when ``wait=false`` or the worker did not answer within ``api.wait_timeout_s``.
+when ``wait=false`` or the worker did not answer within ``api.wait_timeout_s``. They
+run and wait in a pool of their own (``api.write_threads``); reads use the server's
+default pool. Each orchestrator has at most ``api.max_requests_per_orchestrator``
+requests in progress: past that, 429 ``too_many_requests`` with ``Retry-After``.
 Errors are ``{"ok": false, "error": code, "message", "errors"}`` (:mod:`.api_errors`).
 """
 
@@ -72,7 +75,8 @@ def create_api(settings: Settings, store: TokenStore | None = None) -> FastAPI:
     return app
 
 
-def health() -> dict[str, Any]:
+async def health() -> dict[str, Any]:
+    """Liveness, answered on the event loop: it needs no thread, whatever the load."""
     return {"ok": True, "service": "orchmem", "version": version("orchmem")}
 
 

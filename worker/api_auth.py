@@ -4,7 +4,9 @@ A request is admitted for orchestrator B only with a valid token bound to B. No 
 a malformed one or an unknown/revoked one is ``unauthorized`` (401). A valid token of
 orchestrator A naming B is a ``scope_violation`` (403): it is logged like every other
 scope violation, as ``scope_denied`` in A's memory.log (A's credential was used) and on
-the process logger. B's files are never touched by a refused request.
+the process logger. B's files are never touched by a refused request. A token of an
+orchestrator whose folder was removed is refused as ``not_found`` (404): the
+orchestrator no longer exists.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import logging
 import threading
 from dataclasses import dataclass
 
-from orchmem.config import ScopeViolation
+from orchmem.config import MemoryNotFound, ScopeViolation
 from orchmem.models.recall import deny
 from orchmem.models.storage.database import Databases
 
@@ -64,6 +66,11 @@ class Guard:
         if record.orchestrator_id != orchestrator_id:
             self._count("denied")
             raise self._deny(record.orchestrator_id, record.token_id, orchestrator_id, where)
+        if not self.databases.workspace(orchestrator_id).memory_dir.is_dir():
+            # its folder was removed: nothing may be served from a cache or written
+            self._count("unauthorized")
+            raise MemoryNotFound(f"orchestrator {orchestrator_id!r} no longer exists; its "
+                                 "tokens no longer work")
         self._count("admitted")
         return orchestrator_id
 

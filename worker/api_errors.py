@@ -2,7 +2,9 @@
 
 Every refusal the API makes is an :class:`OrchmemError`; its ``code`` picks the HTTP
 status (:data:`STATUS`). Two codes exist only at this edge: ``unauthorized`` (no valid
-token) and ``too_large`` (a body over ``api.max_body_bytes``).
+token), ``too_large`` (a body over ``api.max_body_bytes``) and ``too_many_requests``
+(429 with ``Retry-After``: the orchestrator's requests in progress are at
+``api.max_requests_per_orchestrator``).
 """
 
 from __future__ import annotations
@@ -27,11 +29,21 @@ class TooLarge(OrchmemError):
     code = "too_large"
 
 
+class TooManyRequests(OrchmemError):
+    """Raised when an orchestrator already has ``api.max_requests_per_orchestrator``
+    requests in progress."""
+
+    code = "too_many_requests"
+
+
 class Timeout(OrchmemError):
     """Raised when the worker gave no answer within ``api.wait_timeout_s``."""
 
     code = "timeout"
 
+
+#: Seconds a client over its orchestrator's request cap is asked to wait (Retry-After).
+RETRY_AFTER_S = 1
 
 #: HTTP status per error code; anything else is a 500.
 STATUS = {
@@ -42,6 +54,7 @@ STATUS = {
     "method_not_allowed": 405,
     "disabled": 409,
     "too_large": 413,
+    "too_many_requests": 429,
     "unsupported_media_type": 415,
     "ingest_rejected": 422,
     "extraction_budget": 422,
@@ -68,7 +81,8 @@ def error_response(exc: OrchmemError) -> Response:
 
 
 def json_error(status: int, payload: dict[str, Any]) -> Response:
-    headers = {"WWW-Authenticate": 'Bearer realm="orchmem"'} if status == 401 else None
+    headers = ({"WWW-Authenticate": 'Bearer realm="orchmem"'} if status == 401 else
+               {"Retry-After": str(RETRY_AFTER_S)} if status == 429 else None)
     return Response(json.dumps(payload, ensure_ascii=False), status_code=status,
                     media_type="application/json", headers=headers)
 

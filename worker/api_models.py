@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from orchmem.models.schema import EdgeType, ShortText, WireModel
+from orchmem.models.schema import EdgeType, Flag, ShortText, WireModel
 
 Reason = Annotated[str, Field(strict=True, min_length=1, max_length=500)]
 Query = Annotated[str, Field(strict=True, max_length=100_000)]
@@ -46,7 +46,7 @@ class ForgetBody(WireModel):
     """Forget ``memoryId``: soft (retracted) by default, ``hard`` erases its text."""
 
     memory_id: ShortText
-    hard: bool = False
+    hard: Flag = False
     reason: Reason | None = None
 
 

@@ -8,9 +8,12 @@ models the worker uses (``WritebackRequest``) or the edit shapes of :mod:`.api_m
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, TypeVar
 
+import anyio
+import anyio.to_thread
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi import Path as PathParam
 from pydantic import BaseModel
@@ -29,6 +32,7 @@ from orchmem.models.storage.visibility import make_view
 from orchmem.models.validity import check_as_of
 
 from .api_errors import STATUS, code_of, error_body, json_error
+from .api_json import check_json_depth, check_plain_strings
 from .api_models import ContextBody, ForgetBody, LinkBody, RetractBody, SupersedeBody
 from .api_state import ApiState
 from .client import MemoryClient, WriteHandle
@@ -51,15 +55,32 @@ class Member:
         return self.client.orchestrator_id
 
 
-def member(request: Request,
-           orchestrator_id: Annotated[str, PathParam(
-               alias="orchestratorId", description="The orchestrator the token is for.")]
-           ) -> Member:
-    """Admit the request (401/403, logged) and hand over its orchestrator's client."""
+async def member(request: Request,
+                 orchestrator_id: Annotated[str, PathParam(
+                     alias="orchestratorId", description="The orchestrator the token is for.")]
+                 ) -> AsyncIterator[Member]:
+    """Admit the request (401/403, logged; 429 past the orchestrator's cap on requests
+    in progress) and hand over its orchestrator's client. Runs on the event loop, so a
+    tenant whose requests fill the thread pools is still refused at once."""
     state: ApiState = request.app.state.orchmem
     operation = request.url.path.rsplit("/", 1)[-1][:40]
-    state.guard.admit(request.headers.get("authorization"), orchestrator_id, operation)
-    return Member(state.client(orchestrator_id), state)
+    try:
+        state.guard.admit(request.headers.get("authorization"), orchestrator_id, operation)
+    except MemoryNotFound:
+        state.drop(orchestrator_id)  # its client's caches (the bulletin) go with it
+        raise
+    state.enter(orchestrator_id)
+    try:
+        client = await anyio.to_thread.run_sync(state.client, orchestrator_id)
+        yield Member(client, state)
+    finally:
+        state.leave(orchestrator_id)
+
+
+async def in_write_pool(m: Member, write: Callable[..., Response], *args: Any) -> Response:
+    """Run a write (publish, then wait for the worker) in the write pool: its wait holds
+    none of the threads that serve reads and health."""
+    return await anyio.to_thread.run_sync(write, m, *args, limiter=m.state.write_limiter)
 
 
 async def json_body(request: Request) -> Any:
@@ -68,11 +89,15 @@ async def json_body(request: Request) -> Any:
     if not raw.strip():
         raise MemoryValidationError("the request body is empty: send a JSON object",
                                     [{"path": "(body)", "message": "required"}])
+    text = raw.decode("utf-8", errors="replace")
+    check_json_depth(text)  # before the decoder recurses into it
     try:
-        return json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
+        value = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
     except (ValueError, UnicodeDecodeError) as exc:
         raise MemoryValidationError(f"the request body is not JSON: {str(exc)[:200]}",
                                     [{"path": "(body)", "message": "not JSON"}]) from None
+    check_plain_strings(value)
+    return value
 
 
 #: An admitted request (the token checked first); the JSON body; the wait flag.
@@ -169,9 +194,11 @@ def stats(m: Admitted) -> dict[str, Any]:
 @router.post("/writeback", openapi_extra={"security": SECURITY,
                                           **_body_doc("WritebackRequest")},
              summary="Write back memories, a transcript, a workflow output or diagnostics")
-def writeback(m: Admitted, body: JsonBody,
-              wait: Wait = True
-              ) -> Response:
+async def writeback(m: Admitted, body: JsonBody, wait: Wait = True) -> Response:
+    return await in_write_pool(m, _writeback, body, wait)
+
+
+def _writeback(m: Member, body: Any, wait: bool) -> Response:
     _enabled(m)
     if isinstance(body, dict) and "requestedAt" in body:
         raise MemoryValidationError("requestedAt is set by the server",
@@ -193,8 +220,11 @@ def writeback(m: Admitted, body: JsonBody,
 
 @router.post("/supersede", openapi_extra={"security": SECURITY, **_body_doc("SupersedeBody")},
              summary="Replace a memory by another one (`by`) or by new `content`")
-def supersede(m: Admitted, body: JsonBody,
-              wait: Wait = True) -> Response:
+async def supersede(m: Admitted, body: JsonBody, wait: Wait = True) -> Response:
+    return await in_write_pool(m, _supersede, body, wait)
+
+
+def _supersede(m: Member, body: Any, wait: bool) -> Response:
     edit = _parse(SupersedeBody, body)
     if (edit.by is None) == (edit.content is None):
         raise MemoryValidationError("give exactly one of by or content",
@@ -208,8 +238,11 @@ def supersede(m: Admitted, body: JsonBody,
 
 @router.post("/retract", openapi_extra={"security": SECURITY, **_body_doc("RetractBody")},
              summary="Withdraw a memory (kept for the audit trail, left out of recall)")
-def retract(m: Admitted, body: JsonBody,
-            wait: Wait = True) -> Response:
+async def retract(m: Admitted, body: JsonBody, wait: Wait = True) -> Response:
+    return await in_write_pool(m, _retract, body, wait)
+
+
+def _retract(m: Member, body: Any, wait: bool) -> Response:
     edit = _parse(RetractBody, body)
     _existing(m, [edit.memory_id])
     with m.state.writing(m.orchestrator_id):
@@ -219,8 +252,11 @@ def retract(m: Admitted, body: JsonBody,
 
 @router.post("/link", openapi_extra={"security": SECURITY, **_body_doc("LinkBody")},
              summary="Add a typed edge between two memories")
-def link(m: Admitted, body: JsonBody,
-         wait: Wait = True) -> Response:
+async def link(m: Admitted, body: JsonBody, wait: Wait = True) -> Response:
+    return await in_write_pool(m, _link, body, wait)
+
+
+def _link(m: Member, body: Any, wait: bool) -> Response:
     edit = _parse(LinkBody, body)
     _existing(m, [edit.from_memory_id, edit.to_memory_id])
     with m.state.writing(m.orchestrator_id):
@@ -231,8 +267,11 @@ def link(m: Admitted, body: JsonBody,
 
 @router.post("/forget", openapi_extra={"security": SECURITY, **_body_doc("ForgetBody")},
              summary="Forget a memory: soft (retracted) or hard (its text erased)")
-def forget(m: Admitted, body: JsonBody,
-           wait: Wait = True) -> Response:
+async def forget(m: Admitted, body: JsonBody, wait: Wait = True) -> Response:
+    return await in_write_pool(m, _forget, body, wait)
+
+
+def _forget(m: Member, body: Any, wait: bool) -> Response:
     edit = _parse(ForgetBody, body)
     _existing(m, [edit.memory_id])
     with m.state.writing(m.orchestrator_id):
@@ -242,7 +281,11 @@ def forget(m: Admitted, body: JsonBody,
 
 @router.post("/ingest", openapi_extra={"security": SECURITY},
              summary="Scan the orchestrator's ingest folder now")
-def ingest(m: Admitted, wait: Wait = False) -> Response:
+async def ingest(m: Admitted, wait: Wait = False) -> Response:
+    return await in_write_pool(m, _ingest, wait)
+
+
+def _ingest(m: Member, wait: bool) -> Response:
     _enabled(m)
     if not m.client.memory.ingest.enabled:
         raise MemoryDisabled("ingest is disabled for this orchestrator "

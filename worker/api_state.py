@@ -1,4 +1,6 @@
-"""What the HTTP API keeps between requests: the token guard and one client per orchestrator.
+"""What the HTTP API keeps between requests: the token guard, one client per
+orchestrator, the count of each orchestrator's requests in progress (capped, so one
+tenant cannot take every thread) and the separate pool writes run and wait in.
 
 In the default mode each orchestrator's :class:`MemoryClient` publishes to the broker
 and reads the SQLite file (the server runs on the host that owns the files). With
@@ -13,10 +15,13 @@ import contextlib
 import threading
 from collections.abc import Iterator
 
+import anyio
+
 from orchmem.config import Settings
 from orchmem.models.storage.database import Databases
 
 from .api_auth import Guard
+from .api_errors import TooManyRequests
 from .app import OrchmemCelery, create_immediate_app
 from .client import MemoryClient
 from .tokens import TokenStore
@@ -34,6 +39,35 @@ class ApiState:
         self._write_locks: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
         self._immediate_app: OrchmemCelery | None = None
+        #: Requests in progress per orchestrator, capped at max_requests_per_orchestrator.
+        self._in_flight: dict[str, int] = {}
+        #: The pool writes run and wait in, apart from the one that serves reads.
+        self.write_limiter = anyio.CapacityLimiter(settings.api.write_threads)
+
+    def enter(self, orchestrator_id: str) -> None:
+        """Count a request of ``orchestrator_id`` in; TooManyRequests past the cap."""
+        cap = self.settings.api.max_requests_per_orchestrator
+        with self._lock:
+            count = self._in_flight.get(orchestrator_id, 0)
+            if count >= cap:
+                raise TooManyRequests(
+                    f"orchestrator {orchestrator_id!r} has {cap} requests in progress "
+                    "(api.max_requests_per_orchestrator); retry when one has answered")
+            self._in_flight[orchestrator_id] = count + 1
+
+    def leave(self, orchestrator_id: str) -> None:
+        """Count a request of ``orchestrator_id`` out."""
+        with self._lock:
+            count = self._in_flight.get(orchestrator_id, 0) - 1
+            if count > 0:
+                self._in_flight[orchestrator_id] = count
+            else:
+                self._in_flight.pop(orchestrator_id, None)
+
+    def in_flight(self, orchestrator_id: str) -> int:
+        """Requests of ``orchestrator_id`` in progress now."""
+        with self._lock:
+            return self._in_flight.get(orchestrator_id, 0)
 
     def client(self, orchestrator_id: str) -> MemoryClient:
         """The client of an admitted orchestrator (created on first use)."""
@@ -45,6 +79,11 @@ class ApiState:
                 self._clients[orchestrator_id] = client
                 self._write_locks[orchestrator_id] = threading.Lock()
             return client
+
+    def drop(self, orchestrator_id: str) -> None:
+        """Forget the client of an orchestrator that no longer exists."""
+        with self._lock:
+            self._clients.pop(orchestrator_id, None)
 
     def _app(self) -> OrchmemCelery | None:
         # With a broker each client builds its own app (it rebuilds it after an outage).

@@ -212,6 +212,26 @@ class EmbeddedRedis:
             pass
 
 
+#: The user of Flower's basic auth when flower.basic_auth is not set.
+FLOWER_USER = "orchmem"
+
+
+def flower_password_file(settings: Settings) -> Path:
+    """Where the generated Flower password is kept (mode 0600)."""
+    return settings.root / "flower" / "password"
+
+
+def flower_basic_auth(settings: Settings) -> str:
+    """``flower.basic_auth``, else ``orchmem:<password>`` with a random password made
+    once and kept in :func:`flower_password_file`, as the broker's is: Flower's task
+    list shows every tenant's orchestrator ids and keys, so it is never open."""
+    if settings.flower.basic_auth:
+        return settings.flower.basic_auth
+    path = flower_password_file(settings)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return f"{FLOWER_USER}:{_password(path.parent)}"
+
+
 def _password(directory: Path) -> str:
     # Stable across restarts of the same root, so a client that read broker.json before
     # a crash can reconnect to the restarted server.

@@ -14,19 +14,24 @@ run), or run in this process with ``--immediate``.
 
 from __future__ import annotations
 
+import functools
+import re
+from collections.abc import Callable
 from importlib.metadata import version
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
-from orchmem.config import MemoryNotFound, OrchmemError, Settings
+from orchmem.config import MemoryNotFound, MemoryValidationError, OrchmemError, Settings
 from orchmem.models.recall import check_scope
-from orchmem.models.schema import MemoryType, utc_now
+from orchmem.models.schema import Flag, MemoryType, utc_now
 from orchmem.models.validity import check_as_of
 
 from .client import MemoryClient, WriteHandle
+
+R = TypeVar("R")
 
 INSTRUCTIONS = """\
 Long-term memory of one agent orchestrator. Call `recall` before answering anything that
@@ -42,6 +47,28 @@ def _fail(exc: OrchmemError) -> ToolError:
     return ToolError(f"{exc.code}: {exc.message}")
 
 
+def coded(fn: Callable[..., R]) -> Callable[..., R]:
+    """``fn`` as a tool whose every refusal carries its code: a string argument holding a
+    lone surrogate is ``validation: <argument>: …``, and an OrchmemError raised anywhere
+    inside becomes ``<code>: <message>`` (the SDK would hide it as "Error executing
+    tool"). The signature is ``fn``'s, so the SDK builds the same input schema."""
+
+    @functools.wraps(fn)
+    def tool(*args: Any, **kwargs: Any) -> R:
+        for name, value in kwargs.items():
+            if isinstance(value, str) and _SURROGATE.search(value):
+                raise _fail(MemoryValidationError(
+                    f"{name}: a lone UTF-16 surrogate is not text",
+                    [{"path": name, "message": "not text"}]))
+        try:
+            return fn(*args, **kwargs)
+        except OrchmemError as exc:
+            raise _fail(exc) from None
+
+    return tool
+
+
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 _MEMORY_FIELDS = ("memoryId", "type", "content", "importance", "confidence", "status",
                   "createdAt", "validFrom", "validTo")
 _EPISODE_FIELDS = ("episodeId", "runId", "title", "summary", "outcome", "participants",
@@ -85,7 +112,7 @@ class MemoryTools:
         self,
         query: Annotated[str, Field(description="What you want to know, in plain words.")],
         top_n: Annotated[int, Field(ge=1, le=50, description="How many memories.")] = 8,
-        include_inactive: Annotated[bool, Field(description="Also superseded and retracted "
+        include_inactive: Annotated[Flag, Field(description="Also superseded and retracted "
                                                 "memories (history).")] = False,
         session_id: Annotated[str | None, Field(description="This conversation's session: "
                                                 "its own memories too (never another's)."
@@ -96,12 +123,12 @@ class MemoryTools:
                                            "time (ISO 8601 with a time zone, e.g. "
                                            "2024-05-01T10:00:00Z; not in the future)."
                                            )] = None,
-        latest: Annotated[bool, Field(description="Only the latest state of each subject "
+        latest: Annotated[Flag, Field(description="Only the latest state of each subject "
                                       "(the newest of a chain of updates).")] = False,
-        route: Annotated[bool | None, Field(description="Plan the search by the kind of "
+        route: Annotated[Flag | None, Field(description="Plan the search by the kind of "
                                             "question (what happened, when, similar case); "
                                             "default: the orchestrator's setting.")] = None,
-        episodes: Annotated[bool, Field(description="Also similar past runs (episodes): "
+        episodes: Annotated[Flag, Field(description="Also similar past runs (episodes): "
                                         "title, summary, outcome.")] = False,
     ) -> dict[str, Any]:
         """Find the stored memories most relevant to a question, best first. Each has a
@@ -132,7 +159,7 @@ class MemoryTools:
     def forget(
         self,
         memory_id: Annotated[str, Field(description="The memoryId, from recall.")],
-        hard: Annotated[bool, Field(description="Erase its text for good (only when asked "
+        hard: Annotated[Flag, Field(description="Erase its text for good (only when asked "
                                     "to delete data); default: retract it, history kept.")
                         ] = False,
         reason: Annotated[str | None, Field(description="Why, for the audit log.")] = None,
@@ -189,7 +216,7 @@ def create_mcp(settings: Settings, orchestrator_id: str, *, immediate: bool = Fa
     server = MCPServer(f"orchmem-{orchestrator_id}", version=version("orchmem"),
                        instructions=INSTRUCTIONS)
     for fn in (tools.remember, tools.recall, tools.bulletin, tools.forget, tools.supersede):
-        server.add_tool(fn)
+        server.add_tool(coded(fn))
     server.resource("memory://bulletin", name="bulletin", mime_type="text/markdown",
                     description="The orchestrator's current bulletin.")(tools.bulletin)
     return server

@@ -177,3 +177,37 @@ def test_mcp_recall_takes_as_of_latest_route_and_episodes_like_the_client(
     assert "episodes" not in seen["history"]
     for refused in (seen["bad"], seen["future"]):
         assert refused.is_error and "validation: as_of" in refused.content[0].text
+
+
+async def _hostile_session(params: StdioServerParameters) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    async with Client(params) as client:
+        stored = await client.call_tool("remember", {"content": "The deploy window is Friday"})
+        memory_id = stored.structured_content["memoryIds"][0]
+        seen["memory_id"] = memory_id
+        seen["overflow"] = await client.call_tool("recall", {
+            "query": "deploy window", "as_of": "0001-01-01T00:00:00+23:59"})
+        seen["yes"] = await client.call_tool("forget", {"memory_id": memory_id, "hard": "yes"})
+        seen["flag"] = await client.call_tool("recall", {"query": "deploy window",
+                                                         "latest": 1})
+        seen["after"] = (await client.call_tool("recall", {"query": "deploy window"})
+                         ).structured_content
+    return seen
+
+
+def test_mcp_refuses_hostile_arguments_with_their_code(tmp_path: Path) -> None:
+    settings = immediate_settings(tmp_path / "root")
+    orch = unique_id("mcp-hostile")
+    command = str(Path(sys.executable).with_name("orchmem"))
+    params = StdioServerParameters(command=command, args=["mcp", "--orch", orch, "--immediate"],
+                                   env=settings_env(settings))
+    seen = anyio.run(_hostile_session, params)
+    texts = {k: seen[k].content[0].text for k in ("overflow", "yes", "flag")}
+    for key in texts:
+        assert seen[key].is_error, key
+    assert "validation: as_of:" in texts["overflow"], texts["overflow"]
+    # the SDK checks the arguments' types itself, naming the argument
+    assert "hard" in texts["yes"] and "valid boolean" in texts["yes"], texts["yes"]
+    assert "latest" in texts["flag"] and "valid boolean" in texts["flag"], texts["flag"]
+    # "hard": "yes" forgot nothing
+    assert [m["memoryId"] for m in seen["after"]["memories"]] == [seen["memory_id"]]

@@ -7,6 +7,7 @@ import base64
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -29,7 +30,7 @@ from orchmem.models.writeback import write_memories
 from orchmem.tasks.maintenance import FANOUT
 from orchmem.tasks.writeback import WRITEBACK
 from orchmem.worker.app import create_app
-from orchmem.worker.broker import read_state
+from orchmem.worker.broker import flower_password_file, read_state
 from orchmem.worker.publish import publish
 from orchmem.worker.routing import shard_for
 
@@ -147,6 +148,26 @@ def test_flower_needs_auth_off_loopback_and_answers_its_api_with_it(
     refused = orchmem(open_to_all, "flower")
     output = refused.communicate(timeout=60)[0].decode()
     assert refused.returncode != 0 and "without authentication" in output
+
+
+def test_flower_on_loopback_asks_for_a_generated_password(isolated: Any) -> None:
+    port = free_port()
+    settings = isolated(flower={"port": port})
+    flower = orchmem(settings, "flower")
+    try:
+        wait_until(lambda: _up(f"http://127.0.0.1:{port}/healthcheck"), 60,
+                   interval=0.25, message="flower")
+        password_file = flower_password_file(settings)
+        assert stat.S_IMODE(password_file.stat().st_mode) == 0o600
+        password = password_file.read_text().strip()
+        assert len(password) >= 32
+        for view in ("/api/workers", "/api/tasks", "/tasks"):
+            assert http(f"http://127.0.0.1:{port}{view}") == 401, view
+            assert http(f"http://127.0.0.1:{port}{view}", "orchmem:wrong") == 401, view
+        assert http(f"http://127.0.0.1:{port}/api/tasks", f"orchmem:{password}") == 200
+    finally:
+        os.killpg(flower.pid, signal.SIGTERM)
+        flower.wait(20)
 
 
 def _up(url: str) -> bool:

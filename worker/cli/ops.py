@@ -24,7 +24,13 @@ from orchmem.tasks.maintenance import DEADLETTER_RETRY, REEMBED
 
 from .. import batching, events
 from ..app import OrchmemCelery, connect_worker_signals, create_app
-from ..broker import EmbeddedRedis, wait_for_broker
+from ..broker import (
+    FLOWER_USER,
+    EmbeddedRedis,
+    flower_basic_auth,
+    flower_password_file,
+    wait_for_broker,
+)
 from ..drain import drain
 from ..metrics import start_metrics
 from ..publish import publish
@@ -186,7 +192,8 @@ def flower(cli: Cli, address: str | None, port: int | None, wait_broker: float) 
     """Run Flower (task monitoring) against the same broker.
 
     Basic auth comes from flower.basic_auth ("user:password"); without it, Flower only
-    starts bound to a loopback address.
+    starts bound to a loopback address, and asks for user "orchmem" with a password
+    generated once and kept in <root>/flower/password (mode 0600).
     """
     settings = cli.settings
     bind = address or settings.flower.address
@@ -196,9 +203,11 @@ def flower(cli: Cli, address: str | None, port: int | None, wait_broker: float) 
             f"refusing to start Flower on {bind} without authentication: set "
             "flower.basic_auth (ORCHMEM_FLOWER__BASIC_AUTH=user:password) or bind to 127.0.0.1")
     app = _app(cli, wait_broker)
-    if auth:
-        # Through the environment, not argv: a password on a command line shows in `ps`.
-        os.environ["FLOWER_BASIC_AUTH"] = auth
+    if not auth:
+        click.echo(f"Flower asks for user {FLOWER_USER!r} and the password in "
+                   f"{flower_password_file(settings)}", err=True)
+    # Through the environment, not argv: a password on a command line shows in `ps`.
+    os.environ["FLOWER_BASIC_AUTH"] = flower_basic_auth(settings)
     app.start(["flower", f"--address={bind}", f"--port={port or settings.flower.port}",
                "--purge_offline_workers=60"])
 

@@ -55,6 +55,7 @@ def serve(cli: Cli, address: str | None, port: int | None, immediate: bool | Non
     import uvicorn
 
     from ..api import create_api
+    from ..api_server import server_config
 
     settings = with_overrides(cli.settings, address=address, port=port, immediate=immediate)
     store = TokenStore(settings)
@@ -62,9 +63,7 @@ def serve(cli: Cli, address: str | None, port: int | None, immediate: bool | Non
     logging.getLogger("orchmem.api.access").setLevel(logging.INFO)
     click.echo(f"orchmem API on http://{settings.api.address}:{settings.api.port} "
                f"({'immediate' if settings.api.immediate else 'broker'} mode)", err=True)
-    uvicorn.run(create_api(settings, store), host=settings.api.address,
-                port=settings.api.port, access_log=False, log_level="info",
-                server_header=False)
+    uvicorn.Server(server_config(create_api(settings, store), settings)).run()
 
 
 COMMANDS = [serve]
