@@ -228,7 +228,7 @@ def flower_basic_auth(settings: Settings) -> str:
     if settings.flower.basic_auth:
         return settings.flower.basic_auth
     path = flower_password_file(settings)
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    private_dir(path.parent)
     return f"{FLOWER_USER}:{_password(path.parent)}"
 
 
