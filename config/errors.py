@@ -56,6 +56,13 @@ class MemoryValidationError(OrchmemError, ValueError):
         return {**super().to_dict(), "errors": self.errors}
 
 
+class MemoryErased(MemoryValidationError):
+    """Raised when an edit needs the content of a memory that a hard forget erased (a
+    ``recover``, say): only its tombstone is left, so nothing can bring it back."""
+
+    code = "erased"
+
+
 class ScopeViolation(OrchmemError, PermissionError):
     """Raised when a request for one orchestrator names another one's memory, file or queue.
 

@@ -1,8 +1,13 @@
-"""Explicit edits: supersede, retract, link, forget (soft or hard). Each one transaction.
+"""Explicit edits: supersede, retract, link, forget (soft or hard), recover. Each one
+transaction.
 
 Memory changes only through these (and write-back reconciliation), each recorded as a
 ``memory_events`` row with before/after, reason, actor and idempotency key, and each
 idempotent by its key like every write.
+
+``recover`` makes a retracted memory (a soft forget, a retract, an invalidate) active
+again, audited with its actor and reason; a hard-forgotten memory has nothing left to
+bring back and is refused with :class:`MemoryErased` (code ``erased``).
 
 A hard forget erases: content and summary become empty and the FTS index is merged
 (``optimize``), so no segment keeps its tokens; the vector and every source row are
@@ -29,7 +34,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, TypeAdapter
 
-from orchmem.config import MemoryNotFound, MemoryValidationError, StorageError
+from orchmem.config import MemoryErased, MemoryNotFound, MemoryValidationError, StorageError
 
 from . import log_forget
 from .forget_files import delete_files, processed_files_with
@@ -109,7 +114,15 @@ class Forget(_Edit):
     reason: Reason | None = None
 
 
-AnyEdit = Supersede | Retract | Link | Forget | Patch | Invalidate | ForgetPolicy
+class Recover(_Edit):
+    """Make the retracted (soft-forgotten) ``memoryId`` active again."""
+
+    op: Literal["recover"]
+    memory_id: ShortText
+    reason: Reason | None = None
+
+
+AnyEdit = Supersede | Retract | Link | Forget | Recover | Patch | Invalidate | ForgetPolicy
 Edit = Annotated[AnyEdit, Field(discriminator="op")]
 EDIT_ADAPTER: TypeAdapter[AnyEdit] = TypeAdapter(Edit)
 
@@ -143,6 +156,8 @@ def apply_edit(odb: OrchestratorDB, edit: AnyEdit, *, key: str,
                 result = _retract(odb, edit, key)
             elif isinstance(edit, Link):
                 result = _link(odb, edit, key)
+            elif isinstance(edit, Recover):
+                result = _recover(odb, edit, key)
             elif isinstance(edit, Patch | Invalidate | ForgetPolicy):
                 result = _governance(odb, edit, key)
             else:
@@ -285,6 +300,24 @@ def _retract(odb: OrchestratorDB, edit: Retract, key: str) -> dict[str, Any]:
     odb.log.write("retract", memoryId=stored.memory_id, reasonChars=len(edit.reason),
                   actor=edit.actor, key=key)
     return {"memoryIds": [stored.memory_id]}
+
+
+def _recover(odb: OrchestratorDB, edit: Recover, key: str) -> dict[str, Any]:
+    """Reactivate a retracted memory; an erased one (hard forget) cannot come back."""
+    stored = _stored(odb, edit.memory_id, "memoryId")
+    if stored.forgotten:
+        raise MemoryErased(
+            f"cannot recover {stored.memory_id}: a hard forget erased it",
+            [{"path": "memoryId", "message": "memory was erased by a hard forget"}])
+    if stored.status != Status.RETRACTED.value:
+        raise MemoryValidationError(
+            f"cannot recover {stored.memory_id}: it is {stored.status}, not retracted",
+            [{"path": "memoryId", "message": f"memory is {stored.status}"}])
+    set_status(stored, Status.ACTIVE, reason=edit.reason or "recovered", actor=edit.actor,
+               key=key, op="recover")
+    odb.log.write("recover", memoryId=stored.memory_id, reasonChars=len(edit.reason or ""),
+                  actor=edit.actor, key=key)
+    return {"memoryIds": [stored.memory_id], "status": Status.ACTIVE.value}
 
 
 def _link(odb: OrchestratorDB, edit: Link, key: str) -> dict[str, Any]:

@@ -29,7 +29,14 @@ from orchmem.models.storage.visibility import make_view
 from orchmem.models.validity import check_as_of
 
 from .api_errors import STATUS, code_of, error_body, json_error
-from .api_models import ContextBody, ForgetBody, LinkBody, RetractBody, SupersedeBody
+from .api_models import (
+    ContextBody,
+    ForgetBody,
+    LinkBody,
+    RecoverBody,
+    RetractBody,
+    SupersedeBody,
+)
 from .api_state import ApiState
 from .client import MemoryClient, WriteHandle
 
@@ -237,6 +244,20 @@ def forget(m: Admitted, body: JsonBody,
     _existing(m, [edit.memory_id])
     with m.state.writing(m.orchestrator_id):
         handle = m.client.forget(edit.memory_id, hard=edit.hard, reason=edit.reason)
+    return _answer(m, handle, wait)
+
+
+@router.post("/recover", openapi_extra={"security": SECURITY, **_body_doc("RecoverBody")},
+             summary="Make a soft-forgotten memory active again (not a hard-forgotten one)")
+def recover(m: Admitted, body: JsonBody,
+            wait: Wait = True) -> Response:
+    edit = _parse(RecoverBody, body)
+    # a hard-forgotten memory is not listed by get: the worker answers 410 (erased)
+    _enabled(m)
+    check_scope(m.client.databases, m.orchestrator_id, m.orchestrator_id, [edit.memory_id])
+    m.client.wait_for_writes()
+    with m.state.writing(m.orchestrator_id):
+        handle = m.client.recover(edit.memory_id, reason=edit.reason, wait_for_memory_s=0)
     return _answer(m, handle, wait)
 
 

@@ -1,7 +1,8 @@
 """The MCP server: one orchestrator's memory as tools for a model (``orchmem mcp``).
 
 Built on the official MCP Python SDK (``mcp.server.MCPServer``, called FastMCP before
-mcp 2). Tools: ``remember``, ``recall``, ``bulletin``, ``forget``, ``supersede``; the
+mcp 2). Tools: ``remember``, ``recall``, ``bulletin``, ``forget``, ``recover``,
+``supersede``; the
 bulletin is also the resource ``memory://bulletin``. Every tool calls one
 :class:`~orchmem.worker.client.MemoryClient` method; a refusal is raised as an error
 whose message starts with the CLI's code (``validation: …``, ``not_found: …``), which
@@ -143,6 +144,22 @@ class MemoryTools:
         value = self._result(self.client.forget(memory_id, hard=hard, reason=reason))
         return {"forgotten": memory_id, "hard": hard, "memoryIds": value.get("memoryIds", [])}
 
+    def recover(
+        self,
+        memory_id: Annotated[str, Field(description="The memoryId of a forgotten memory.")],
+        reason: Annotated[str | None, Field(description="Why, for the audit log.")] = None,
+    ) -> dict[str, Any]:
+        """Bring back a memory that was forgotten softly (not a hard-erased one): it is
+        recalled again."""
+        try:
+            check_scope(self.client.databases, self.client.orchestrator_id,
+                        self.client.orchestrator_id, [memory_id])
+            self.client.wait_for_writes()
+        except OrchmemError as exc:
+            raise _fail(exc) from None
+        self._result(self.client.recover(memory_id, reason=reason, wait_for_memory_s=0))
+        return {"recovered": memory_id}
+
     def supersede(
         self,
         memory_id: Annotated[str, Field(description="The outdated memory's memoryId.")],
@@ -188,7 +205,8 @@ def create_mcp(settings: Settings, orchestrator_id: str, *, immediate: bool = Fa
     tools = MemoryTools(client, settings.api.wait_timeout_s)
     server = MCPServer(f"orchmem-{orchestrator_id}", version=version("orchmem"),
                        instructions=INSTRUCTIONS)
-    for fn in (tools.remember, tools.recall, tools.bulletin, tools.forget, tools.supersede):
+    for fn in (tools.remember, tools.recall, tools.bulletin, tools.forget, tools.recover,
+               tools.supersede):
         server.add_tool(fn)
     server.resource("memory://bulletin", name="bulletin", mime_type="text/markdown",
                     description="The orchestrator's current bulletin.")(tools.bulletin)

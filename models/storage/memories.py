@@ -296,8 +296,9 @@ def reinforce(stored: StoredMemory, memory: MemoryInput, *, key: str) -> None:
 
 
 def set_status(stored: StoredMemory, status: Status, *, reason: str | None, actor: str,
-               key: str | None, by: str | None = None) -> None:
-    """Change the status of ``stored`` and audit it (inside a write transaction).
+               key: str | None, by: str | None = None, op: str | None = None) -> None:
+    """Change the status of ``stored`` and audit it (inside a write transaction); ``op``
+    names the audit event when it is not the status's own (``recover``, ``restate``).
 
     A supersede closes the older memory's window: its validTo becomes the time the newer
     one (``by``) became true, unless it already had one.
@@ -305,8 +306,8 @@ def set_status(stored: StoredMemory, status: Status, *, reason: str | None, acto
     closed = close_window(stored.memory_id, by) if status == Status.SUPERSEDED else None
     run("UPDATE memories SET status = ?, updated_at = ?, valid_to = COALESCE(?, valid_to) "
         "WHERE memory_id = ?", (status.value, format_ts(utc_now()), closed, stored.memory_id))
-    op = {Status.SUPERSEDED: "supersede", Status.RETRACTED: "retract",
-          Status.ACTIVE: "reactivate"}[status]
+    op = op or {Status.SUPERSEDED: "supersede", Status.RETRACTED: "retract",
+                Status.ACTIVE: "reactivate"}[status]
     add_event(op, [stored.memory_id, *([by] if by else [])], before={"status": stored.status},
               after={"status": status.value, **({"by": by} if by else {}),
                      **({"validTo": closed} if closed else {})},

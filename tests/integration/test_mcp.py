@@ -23,7 +23,7 @@ from orchmem.worker.mcp_http import mcp_http_app
 from orchmem.worker.tokens import TokenStore
 
 FOREIGN = "m-00000000-0000000000000000"
-TOOLS = {"remember", "recall", "bulletin", "forget", "supersede"}
+TOOLS = {"remember", "recall", "bulletin", "forget", "recover", "supersede"}
 
 
 async def _session(params: StdioServerParameters) -> dict[str, Any]:
