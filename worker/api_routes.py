@@ -116,7 +116,9 @@ def recall(m: Admitted,
            project_id: Annotated[str | None, Query(alias="projectId")] = None,
            tags: Annotated[list[str] | None, Query(alias="tag")] = None,
            as_of: Annotated[str | None, Query(alias="asOf", description=(
-               "What was valid and known at this time (ISO 8601 with a time zone)."))] = None,
+               "What was true at this time: valid time (ISO 8601 with a time zone)."))] = None,
+           known_at: Annotated[str | None, Query(alias="knownAt", description=(
+               "What had been stored by this time: transaction time (ISO 8601)."))] = None,
            latest: Annotated[bool, Query(description="Heads of Updates chains.")] = False,
            route: Annotated[bool | None, Query(description=(
                "Plan by the kind of question (default: memory.retrieval.router)."))] = None,
@@ -132,9 +134,11 @@ def recall(m: Admitted,
     # a scope view (issue 16); restricted memories are never read over HTTP
     view = make_view(session_id, project_id, tags or [])
     check_as_of(as_of, utc_now())  # a 400 naming as_of, not an empty answer
+    check_as_of(known_at, utc_now(), "known_at")
     bundle = m.client.recall(q, top_n=top_n, types=[t.value for t in types or ()] or None,
                              include_inactive=include_inactive, view=view, as_of=as_of,
-                             latest=latest, route=route, episodes=episodes)
+                             known_at=known_at, latest=latest, route=route,
+                             episodes=episodes)
     return bundle.dump()
 
 

@@ -93,10 +93,13 @@ class MemoryTools:
                                                 )] = None,
         project_id: Annotated[str | None, Field(description="This project: its memories "
                                                 "too.")] = None,
-        as_of: Annotated[str | None, Field(description="What was true and known at this "
-                                           "time (ISO 8601 with a time zone, e.g. "
-                                           "2024-05-01T10:00:00Z; not in the future)."
-                                           )] = None,
+        as_of: Annotated[str | None, Field(description="What was true at this time, "
+                                           "whenever it was told (ISO 8601 with a time "
+                                           "zone, e.g. 2024-05-01T10:00:00Z; not in the "
+                                           "future).")] = None,
+        known_at: Annotated[str | None, Field(description="What had been told (stored) by "
+                                              "this time (ISO 8601 with a time zone)."
+                                              )] = None,
         latest: Annotated[bool, Field(description="Only the latest state of each subject "
                                       "(the newest of a chain of updates).")] = False,
         route: Annotated[bool | None, Field(description="Plan the search by the kind of "
@@ -111,12 +114,13 @@ class MemoryTools:
         was planned, ``episodes`` lists similar past runs when asked."""
         try:
             check_as_of(as_of, utc_now())  # a tool error naming as_of, not an empty answer
+            check_as_of(known_at, utc_now(), "known_at")
         except OrchmemError as exc:
             raise _fail(exc) from None
         bundle = self.client.recall(query, top_n=top_n, include_inactive=include_inactive,
                                     session_id=session_id, project_id=project_id,
-                                    as_of=as_of, latest=latest, route=route,
-                                    episodes=episodes)
+                                    as_of=as_of, known_at=known_at, latest=latest,
+                                    route=route, episodes=episodes)
         memories = [_memory(n.memory.dump(), round(n.scores.score, 6)) for n in bundle.nodes]
         found: dict[str, Any] = {"memories": memories, "warnings": bundle.warnings,
                                  "plan": bundle.plan}
