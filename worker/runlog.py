@@ -22,6 +22,9 @@ in its write-back (``logEvents``), so the worker writes them with the memories, 
 transaction with one receipt, and the step's end sends what is left as one log
 message. Held events are not in the log until then; a step that never
 ends (its process died) logs nothing more, as its write-back never happened either.
+Only a step used as a context manager holds: a step's call outside a ``with`` block
+sends its event at once, and the run's end sends what a step entered but not left
+still holds, before ``run_end``: no event is dropped.
 
 A step's write-back names the run and the step in its memories' provenance
 (``workflowRunId``/``stepId``), which is how a memory cites its log events
@@ -108,6 +111,8 @@ class RunLog:
         self._count = 0
         #: Every handle of this run's events, in order (``ok`` False: not published).
         self.handles: list[WriteHandle] = []
+        #: The steps of this run, whose held events its end sends.
+        self._steps: list[StepLog] = []
 
     def make(self, kind: str, *, step_id: str | None = None,
              idempotency_key: str | None = None, **fields: Any) -> tuple[dict[str, Any], str]:
@@ -145,6 +150,8 @@ class RunLog:
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
+        for step in self._steps:  # a step entered and never left: its events still go
+            step.flush()
         if exc is None:
             self.event("run_end", status="ok")
         else:
@@ -152,7 +159,11 @@ class RunLog:
                        text=first_sentence_of(f"{type(exc).__name__}: {exc}"))
 
     def step(self, step_id: str, name: str | None = None) -> StepLog:
-        return StepLog(self, step_id, name)
+        """A step of this run: used in a ``with`` block, it holds its events until it
+        writes back or ends; used outside one, each event is sent at once."""
+        step = StepLog(self, step_id, name)
+        self._steps.append(step)
+        return step
 
     def checkpoint(self, ref: str, *, schema_version: int, parent_id: str | None = None,
                    step_id: str | None = None) -> str:
@@ -189,14 +200,18 @@ class StepLog:
         self.event_id: str | None = None
         #: Events of this step not sent yet.
         self.held: list[dict[str, Any]] = []
+        #: Inside its ``with`` block: events are held; outside, each is sent at once.
+        self.entered = False
 
     def __enter__(self) -> StepLog:
+        self.entered = True
         self.event_id = self._hold("step_start", name=self.name)
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self._event("step_end", status="ok" if exc is None else "error")
+        self.entered = False
         self.flush()
 
     def flush(self) -> WriteHandle | None:
@@ -206,7 +221,10 @@ class StepLog:
 
     def _hold(self, kind: str, **fields: Any) -> str:
         event, event_id = self.run.make(kind, step_id=self.step_id, **fields)
-        self.held.append(event)
+        if self.entered:
+            self.held.append(event)
+        else:  # no with block, so no end of the step would send it
+            self.run.send([event])
         return event_id
 
     def _event(self, kind: str, **fields: Any) -> str:

@@ -1,6 +1,7 @@
 """Replaying an existing run through the real worker: each replay is logged in full,
 marked ``replay``, keyed in its own attempt beside the original run's events, and the
-run records every replay (a ``replay_mode`` event per attempt)."""
+run records every replay (a ``replay_mode`` event per attempt); a step's events reach
+the log also when the step is not used as a context manager."""
 
 from __future__ import annotations
 
@@ -79,3 +80,23 @@ def test_set_replay_in_a_rerun_logs_what_follows_it(
     assert kinds == ["replay_mode", "step_start", "prompt", "tool_call", "step_end",
                      "run_end"], kinds
     assert all(e["replay"] for e in after[before:])
+
+
+def test_a_step_used_without_with_loses_no_event(
+        app: OrchmemCelery, settings: Settings, orch_id: str) -> None:
+    memory = MemoryClient(orch_id, settings, app=app)
+    with memory.run("ship") as run:
+        run.step("build").tool_call("compile", data={"target": "arm64"})
+        entered = run.step("upload").__enter__()  # entered, never left
+        entered.tool_call("upload_artifact", data={"bucket": "releases"})
+    assert all(r and r["ok"] for r in run.wait(TIMEOUT))
+    events = _log(settings, orch_id, run.run_id)
+    calls = [(e["kind"], e["name"], e["stepId"]) for e in events if e["kind"] == "tool_call"]
+    assert calls == [("tool_call", "compile", "build"),
+                     ("tool_call", "upload_artifact", "upload")], events
+    assert [e["kind"] for e in events][-1] == "run_end"
+    # without a run block either: the step's event is sent when it is made
+    loose = memory.run("ship again")
+    loose.step("build").tool_call("compile", data={"target": "x86"})
+    assert all(r and r["ok"] for r in loose.wait(TIMEOUT))
+    assert [e["name"] for e in _log(settings, orch_id, loose.run_id)] == ["compile"]
