@@ -156,8 +156,9 @@ class ImportRejected(OrchmemError):
 
     ``reason`` is a stable code (``manifest``, ``hash_mismatch``, ``missing_file``,
     ``line_too_long``, ``bad_json``, ``bad_field``, ``order``, ``count_mismatch``,
-    ``dangling``, ``conflict``); ``errors`` lists ``{"path": "records.jsonl:12:importance",
-    "message": ...}`` items, one per offending line and field.
+    ``dangling``, ``conflict``, ``edited``); ``errors`` lists ``{"path":
+    "records.jsonl:12:importance", "message": ...}`` items, one per offending line and
+    field.
     """
 
     code = "import_rejected"
