@@ -11,6 +11,7 @@ import click
 from celery.exceptions import TimeoutError as CeleryTimeout
 
 from orchmem.config import OrchmemError, Settings
+from orchmem.models.ingest_files import settle_s
 from orchmem.models.payloads import DEFAULT_SOURCE, check_writeback
 from orchmem.models.recall import RecallBundle
 from orchmem.models.recall import recall as recall_memories
@@ -352,7 +353,9 @@ def recall(cli: Cli, orchestrator_id: str, query: str, top_n: int | None, types:
 
 @click.command()
 @orch_option
-@click.option("--wait", is_flag=True, help="Wait for the scan and print each file's outcome.")
+@click.option("--wait", is_flag=True, help="Wait for the scan and print each file's outcome; "
+              "files dropped less than memory.ingest.min_file_age_s ago are waited for "
+              "(at most that long) and taken, not skipped.")
 @json_option
 @pass_cli
 def ingest(cli: Cli, orchestrator_id: str, wait: bool, as_json: bool) -> None:
@@ -365,6 +368,9 @@ def ingest(cli: Cli, orchestrator_id: str, wait: bool, as_json: bool) -> None:
     if not settings.memory_for(orchestrator_id).ingest.enabled:
         raise click.ClickException(f"ingest is disabled for {orchestrator_id!r} "
                                    "(memory.ingest.enabled = false)")
+    if wait:  # the files found now are waited for, not left as too new for the next scan
+        workspace = Workspace.for_orchestrator(settings, orchestrator_id)
+        time.sleep(max(0.0, settle_s(workspace, settings.memory_for(orchestrator_id).ingest)))
     stamp = time.strftime("%Y%m%dT%H%M%S")
     app = create_app(settings)
     _, result = publish(app, INGEST_SCAN, orchestrator_id, "ingest",
