@@ -137,7 +137,26 @@ def _stored(odb: OrchestratorDB, memory_id: str, where: str) -> StoredMemory:
 
 def _done(key: str) -> dict[str, Any] | None:
     stored = receipts.final_result_in_transaction(key)
-    return None if stored is None else {**stored, "duplicate": True}
+    return None if stored is None or undone(stored) else {**stored, "duplicate": True}
+
+
+def undone(result: dict[str, Any]) -> bool:
+    """Whether the same edit delivered again is a new request, not a duplicate (inside a
+    bound block): its memory went back since (forget, recover, forget: the second forget
+    is the same payload as the first), or it was refused then (the state it was refused
+    for may have changed; a refusal that still holds is given again)."""
+    if result.get("ok") is False:  # not a dead letter: that one crashed its worker
+        error = result.get("error")
+        return isinstance(error, dict) and error.get("error") != "dead_letter"
+    ids = result.get("memoryIds") or []
+    stored = memories.get(ids[0]) if ids and isinstance(ids[0], str) else None
+    if stored is None or stored.forgotten:
+        return False
+    if result.get("op") in ("forget", "retract", "invalidate") and not result.get("hard"):
+        return stored.status == Status.ACTIVE.value
+    if result.get("op") == "recover":
+        return stored.status == Status.RETRACTED.value
+    return False
 
 
 def apply_edit(odb: OrchestratorDB, edit: AnyEdit, *, key: str,

@@ -57,6 +57,14 @@ def test_a_soft_forget_is_recovered_and_a_hard_one_is_refused_through_the_worker
     assert event["after"]["status"] == "active"
     again = client.recover(kept).wait(60)  # active now: nothing to recover
     assert again["ok"] is False and again["error"] == "validation", again
+    # the same forget and recover again (the same payloads, so the same keys): each is a
+    # new request once the memory went back, not the first one's receipt
+    assert client.forget(kept).wait(60)["duplicate"] is False
+    assert client.get([kept], view=EVERYTHING, purpose="test oracle")[0].status.value == \
+        "retracted"
+    assert client.recover(kept).wait(60)["ok"]  # refused before, applies now
+    assert client.get([kept])[0].status.value == "active"
+    assert client.recover(kept).wait(60)["duplicate"] is True  # nothing changed since
 
     # the CLI: soft forget, recover; then a hard forget cannot be recovered
     assert client.forget(erased).wait(60)["ok"]
