@@ -56,6 +56,13 @@ class MemoryValidationError(OrchmemError, ValueError):
         return {**super().to_dict(), "errors": self.errors}
 
 
+class MemoryErased(MemoryValidationError):
+    """Raised when an edit needs the content of a memory that a hard forget erased (a
+    ``recover``, say): only its tombstone is left, so nothing can bring it back."""
+
+    code = "erased"
+
+
 class ScopeViolation(OrchmemError, PermissionError):
     """Raised when a request for one orchestrator names another one's memory, file or queue.
 
@@ -149,8 +156,9 @@ class ImportRejected(OrchmemError):
 
     ``reason`` is a stable code (``manifest``, ``hash_mismatch``, ``missing_file``,
     ``line_too_long``, ``bad_json``, ``bad_field``, ``order``, ``count_mismatch``,
-    ``dangling``, ``conflict``); ``errors`` lists ``{"path": "records.jsonl:12:importance",
-    "message": ...}`` items, one per offending line and field.
+    ``dangling``, ``conflict``, ``edited``); ``errors`` lists ``{"path":
+    "records.jsonl:12:importance", "message": ...}`` items, one per offending line and
+    field.
     """
 
     code = "import_rejected"

@@ -1,8 +1,13 @@
-"""Explicit edits: supersede, retract, link, forget (soft or hard). Each one transaction.
+"""Explicit edits: supersede, retract, link, forget (soft or hard), recover. Each one
+transaction.
 
 Memory changes only through these (and write-back reconciliation), each recorded as a
 ``memory_events`` row with before/after, reason, actor and idempotency key, and each
 idempotent by its key like every write.
+
+``recover`` makes a retracted memory (a soft forget, a retract, an invalidate) active
+again, audited with its actor and reason; a hard-forgotten memory has nothing left to
+bring back and is refused with :class:`MemoryErased` (code ``erased``).
 
 A hard forget empties the memory's row and runs every entry of the registry of what is
 derived from memories (:mod:`.derived`): in the transaction for memory.db, after the
@@ -19,7 +24,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, TypeAdapter
 
-from orchmem.config import MemoryNotFound, MemoryValidationError
+from orchmem.config import MemoryErased, MemoryNotFound, MemoryValidationError
 
 from . import derived, log_forget
 from .governance_edits import ForgetPolicy, Invalidate, Patch, apply_invalidate, apply_patch
@@ -94,7 +99,15 @@ class Forget(_Edit):
     reason: Reason | None = None
 
 
-AnyEdit = Supersede | Retract | Link | Forget | Patch | Invalidate | ForgetPolicy
+class Recover(_Edit):
+    """Make the retracted (soft-forgotten) ``memoryId`` active again."""
+
+    op: Literal["recover"]
+    memory_id: ShortText
+    reason: Reason | None = None
+
+
+AnyEdit = Supersede | Retract | Link | Forget | Recover | Patch | Invalidate | ForgetPolicy
 Edit = Annotated[AnyEdit, Field(discriminator="op")]
 EDIT_ADAPTER: TypeAdapter[AnyEdit] = TypeAdapter(Edit)
 
@@ -109,7 +122,26 @@ def _stored(odb: OrchestratorDB, memory_id: str, where: str) -> StoredMemory:
 
 def _done(key: str) -> dict[str, Any] | None:
     stored = receipts.final_result_in_transaction(key)
-    return None if stored is None else {**stored, "duplicate": True}
+    return None if stored is None or undone(stored) else {**stored, "duplicate": True}
+
+
+def undone(result: dict[str, Any]) -> bool:
+    """Whether the same edit delivered again is a new request, not a duplicate (inside a
+    bound block): its memory went back since (forget, recover, forget: the second forget
+    is the same payload as the first), or it was refused then (the state it was refused
+    for may have changed; a refusal that still holds is given again)."""
+    if result.get("ok") is False:  # not a dead letter: that one crashed its worker
+        error = result.get("error")
+        return isinstance(error, dict) and error.get("error") != "dead_letter"
+    ids = result.get("memoryIds") or []
+    stored = memories.get(ids[0]) if ids and isinstance(ids[0], str) else None
+    if stored is None or stored.forgotten:
+        return False
+    if result.get("op") in ("forget", "retract", "invalidate") and not result.get("hard"):
+        return stored.status == Status.ACTIVE.value
+    if result.get("op") == "recover":
+        return stored.status == Status.RETRACTED.value
+    return False
 
 
 def apply_edit(odb: OrchestratorDB, edit: AnyEdit, *, key: str,
@@ -128,6 +160,8 @@ def apply_edit(odb: OrchestratorDB, edit: AnyEdit, *, key: str,
                 result = _retract(odb, edit, key)
             elif isinstance(edit, Link):
                 result = _link(odb, edit, key)
+            elif isinstance(edit, Recover):
+                result = _recover(odb, edit, key)
             elif isinstance(edit, Patch | Invalidate | ForgetPolicy):
                 result = _governance(odb, edit, key)
             else:
@@ -243,6 +277,24 @@ def _retract(odb: OrchestratorDB, edit: Retract, key: str) -> dict[str, Any]:
     odb.log.write("retract", memoryId=stored.memory_id, reasonChars=len(edit.reason),
                   actor=edit.actor, key=key)
     return {"memoryIds": [stored.memory_id]}
+
+
+def _recover(odb: OrchestratorDB, edit: Recover, key: str) -> dict[str, Any]:
+    """Reactivate a retracted memory; an erased one (hard forget) cannot come back."""
+    stored = _stored(odb, edit.memory_id, "memoryId")
+    if stored.forgotten:
+        raise MemoryErased(
+            f"cannot recover {stored.memory_id}: a hard forget erased it",
+            [{"path": "memoryId", "message": "memory was erased by a hard forget"}])
+    if stored.status != Status.RETRACTED.value:
+        raise MemoryValidationError(
+            f"cannot recover {stored.memory_id}: it is {stored.status}, not retracted",
+            [{"path": "memoryId", "message": f"memory is {stored.status}"}])
+    set_status(stored, Status.ACTIVE, reason=edit.reason or "recovered", actor=edit.actor,
+               key=key, op="recover")
+    odb.log.write("recover", memoryId=stored.memory_id, reasonChars=len(edit.reason or ""),
+                  actor=edit.actor, key=key)
+    return {"memoryIds": [stored.memory_id], "status": Status.ACTIVE.value}
 
 
 def _link(odb: OrchestratorDB, edit: Link, key: str) -> dict[str, Any]:

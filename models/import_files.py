@@ -116,10 +116,12 @@ def read_manifest(folder: Path, orchestrator_id: str) -> dict[str, Any]:
     return manifest
 
 
-def check_hashes(folder: Path, manifest: dict[str, Any]) -> None:
-    """Refuse any file whose sha256 is not the manifest's."""
-    for name in FILES.values():
-        check_hash(folder, name, manifest["sha256"][name])
+def check_hashes(folder: Path, manifest: dict[str, Any], edited_ok: bool = False) -> None:
+    """Refuse any file whose sha256 is not the manifest's; ``edited_ok``: except
+    records.jsonl, the file meant to be edited (its lines are checked all the same)."""
+    for kind, name in FILES.items():
+        if not (edited_ok and kind == "records"):
+            check_hash(folder, name, manifest["sha256"][name])
 
 
 def check_hash(folder: Path, name: str, expected: str) -> None:
@@ -136,7 +138,9 @@ def check_hash(folder: Path, name: str, expected: str) -> None:
     if digest.hexdigest() != expected:
         raise _reject("hash_mismatch", name,
                       f"sha256 {digest.hexdigest()} differs from the manifest's "
-                      f"{expected}: the file was changed or truncated")
+                      f"{expected}: the file was changed or truncated"
+                      + ("; to apply edits made to it, import with --apply-edits"
+                         if name == FILES["records"] else ""))
 
 
 def read_lines(path: Path, limit: int = MAX_LINE_BYTES) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -260,10 +264,11 @@ def _read_kind(folder: Path, kind: str, orchestrator_id: str) -> list[dict[str, 
     return out
 
 
-def load(folder: Path, orchestrator_id: str) -> Bundle:
-    """Every line of the export in ``folder``, checked (see the module docstring)."""
+def load(folder: Path, orchestrator_id: str, edited_ok: bool = False) -> Bundle:
+    """Every line of the export in ``folder``, checked (see the module docstring);
+    ``edited_ok``: records.jsonl may differ from the manifest's hash."""
     manifest = read_manifest(folder, orchestrator_id)
-    check_hashes(folder, manifest)
+    check_hashes(folder, manifest, edited_ok)
     bundle = Bundle(manifest=manifest)
     for kind, name in FILES.items():
         bundle.lines[kind] = _read_kind(folder, kind, orchestrator_id)

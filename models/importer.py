@@ -9,9 +9,15 @@ vectors, plus one ``import`` audit event.
 
 Merging into a memory that already has rows:
 
-- a memoryId already present with the same type and content is skipped (the stored
-  memory, its sources and status are kept);
-- a memoryId present with another type or content is a conflict. By default any
+- a memoryId already present and equal is skipped (the stored memory, its sources and
+  status are kept); so is one whose stored memory changed since the export (another
+  ``updatedAt``) with the same type and content: the store is newer;
+- a line that differs from a stored memory unchanged since the export was edited: it
+  is applied as audited edits with ``apply_edits`` (patch, supersede for content), and
+  is a conflict otherwise, naming each changed field and how to apply it
+  (:mod:`.import_edits`);
+- a memoryId present, changed since the export, with another type or content is a
+  conflict. By default any
   conflict refuses the whole import (``ImportRejected`` with reason ``conflict``, one
   error per line); with ``skip_conflicts`` those lines, their sources and the edges
   touching them are left out and reported, the rest is imported;
@@ -33,8 +39,10 @@ from typing import Any
 
 from orchmem.config import ImportRejected
 
+from . import import_edits
 from .embedding import Embedder
 from .export import FILES
+from .import_edits import Change
 from .import_files import Bundle, load, read_vectors
 from .storage import portable
 from .storage.database import OrchestratorDB
@@ -53,18 +61,36 @@ class Plan:
     skipped: int = 0
     conflicts: list[dict[str, str]] = field(default_factory=list)
     left_out: set[str] = field(default_factory=set)
+    #: Edited lines to apply (``apply_edits``), and why the others cannot be.
+    edits: list[Change] = field(default_factory=list)
+    refused: list[dict[str, str]] = field(default_factory=list)
+    #: What applying the edits did (set by the write).
+    applied: list[dict[str, Any]] = field(default_factory=list)
 
 
-def plan(bundle: Bundle) -> Plan:
+def plan(odb: OrchestratorDB, bundle: Bundle, apply_edits: bool = False) -> Plan:
     """Classify the records against the database (inside a bound block)."""
     records = bundle.lines["records"]
-    stored = portable.existing_records([r["memoryId"] for r in records])
+    stored = portable.stored_lines(odb, [r["memoryId"] for r in records])
     out = Plan()
     for number, row in enumerate(records, start=1):
         have = stored.get(row["memoryId"])
+        diff = import_edits.differences(row, have) if have is not None else {}
         if have is None:
             out.records.append(row)
-        elif have == (row["type"], row["content"]):
+        elif not diff or import_edits.applied(row):
+            out.skipped += 1
+        elif have["updatedAt"] == row.get("updatedAt"):
+            conflicts, refused = import_edits.refusals(number, row["memoryId"], diff,
+                                                       apply_edits)
+            out.refused += refused
+            out.conflicts += conflicts
+            if conflicts:
+                out.left_out.add(row["memoryId"])
+            elif apply_edits and not refused:
+                out.edits.append(Change(number, row["memoryId"], diff,
+                                        import_edits.edit_key(row)))
+        elif not any(k in diff for k in ("type", "content")):
             out.skipped += 1
         else:
             out.conflicts.append({"path": f"{FILES['records']}:{number}:content",
@@ -94,13 +120,17 @@ def _conflict(conflicts: list[dict[str, str]]) -> ImportRejected:
 
 
 def _write(odb: OrchestratorDB, bundle: Bundle, expected: Plan, vectors: dict[str, Any],
-           embedder: str) -> dict[str, int]:
+           embedder: str, apply_edits: bool) -> dict[str, int]:
     """The one transaction. The plan is made again under the write lock: a memory written
     since the first look is never overwritten."""
     with odb.write():
-        now = plan(bundle)
+        now = plan(odb, bundle, apply_edits)
         if now.conflicts != expected.conflicts:
             raise _conflict(now.conflicts)
+        if now.refused or now.edits != expected.edits:
+            raise import_edits.edited(now.refused or [
+                {"path": FILES["records"], "message": "the stored memories changed while "
+                 "importing; import again"}])
         new_ids = {r["memoryId"] for r in now.records}
         present = new_ids | {r["memoryId"] for r in bundle.lines["records"]
                              if r["memoryId"] not in now.left_out}
@@ -119,31 +149,39 @@ def _write(odb: OrchestratorDB, bundle: Bundle, expected: Plan, vectors: dict[st
             "vectors": store_embeddings([(m, v) for m, v in vectors.items() if m in new_ids],
                                         embedder),
         }
-        add_event("import", [], after={**written, "skipped": now.skipped,
+        applied = import_edits.apply_changes(odb, now.edits)
+        add_event("import", [], after={**written, "edits": len(applied),
+                                       "skipped": now.skipped,
                                        "conflictsLeftOut": len(now.left_out)},
                   actor="operator", reason=f"exported at {bundle.manifest['exported_at']}")
+    expected.applied = applied
     return written
 
 
 def import_folder(odb: OrchestratorDB, folder: Path, *, embedder: Embedder, batch_size: int,
-                  skip_conflicts: bool = False, progress: Progress | None = None
-                  ) -> dict[str, Any]:
+                  skip_conflicts: bool = False, progress: Progress | None = None,
+                  apply_edits: bool = False) -> dict[str, Any]:
     """Import the export in ``folder`` into ``odb`` (a writer's handle).
 
     Returns ``{"written": {records, sources, edges, audit, vectors}, "skipped",
-    "conflicts", "vectorsFromFile", "seconds", "embedSeconds", "writeSeconds"}``
+    "conflicts", "edits", "vectorsFromFile", "seconds", "embedSeconds", "writeSeconds"}``
+    (``edits``: the edited lines applied, with ``apply_edits``: memoryId, line,
+    ``patched`` fields and/or ``supersededBy``)
     (``vectorsFromFile``: new memories whose vector came from the export's
     ``vectors.jsonl`` instead of the embedder; ``writeSeconds``: the one transaction,
     i.e. how long the write lock was held).
 
-    Raises ImportRejected (nothing written: a bad file, line or field, named; or a
-    conflict without ``skip_conflicts``), ScopeViolation (an id or a manifest of another
+    Raises ImportRejected (nothing written: a bad file, line or field, named; a
+    conflict without ``skip_conflicts``; an edited line without ``apply_edits``, or one
+    an import cannot apply), ScopeViolation (an id or a manifest of another
     orchestrator), StorageError.
     """
     started = time.monotonic()
-    bundle = load(folder, odb.orchestrator_id)
+    bundle = load(folder, odb.orchestrator_id, edited_ok=apply_edits)
     with odb.read():
-        first = plan(bundle)
+        first = plan(odb, bundle, apply_edits)
+    if first.refused:
+        raise import_edits.edited(first.refused)
     if first.conflicts and not skip_conflicts:
         raise _conflict(first.conflicts)
     embedding = time.monotonic()
@@ -153,9 +191,10 @@ def import_folder(odb: OrchestratorDB, folder: Path, *, embedder: Embedder, batc
     reused = {r["memoryId"]: given[r["memoryId"]] for r in first.records
               if r["memoryId"] in given and not r.get("forgotten") and r["content"]}
     writing = time.monotonic()
-    written = _write(odb, bundle, first, {**vectors, **reused}, embedder.version)
+    written = _write(odb, bundle, first, {**vectors, **reused}, embedder.version, apply_edits)
     done = time.monotonic()
     report = {"written": written, "skipped": first.skipped, "conflicts": first.conflicts,
+              "edits": first.applied,
               "vectorsFromFile": len(reused),
               "seconds": round(done - started, 3),
               "embedSeconds": round(writing - embedding, 3),

@@ -61,6 +61,24 @@ def discover(workspace: Workspace, settings: IngestSettings, now: float | None =
     return ready, later
 
 
+def settle_s(workspace: Workspace, settings: IngestSettings, now: float | None = None) -> float:
+    """Seconds until every file in ``ingest/`` now is ``min_file_age_s`` old (0: none is
+    too new), at most ``min_file_age_s``: what an explicit scan that waits for its
+    result waits first, so that a file dropped just before it is taken, not skipped."""
+    now = time.time() if now is None else now
+    wait = 0.0
+    for entry in _listing(workspace.ingest_dir):
+        if _IGNORED.search(entry.name):
+            continue
+        try:
+            info = entry.stat(follow_symlinks=False)
+        except FileNotFoundError:
+            continue
+        if stat.S_ISREG(info.st_mode):
+            wait = max(wait, settings.min_file_age_s - (now - info.st_mtime))
+    return min(wait, settings.min_file_age_s)
+
+
 def _listing(folder: Path) -> list[os.DirEntry[str]]:
     try:
         return sorted(os.scandir(folder), key=lambda e: e.name)

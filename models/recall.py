@@ -112,9 +112,7 @@ def check_scope(databases: Databases, orchestrator_id: str, requester: str | Non
 
 
 def recall(
-    orchestrator_id: str,
-    query: str,
-    *,
+    orchestrator_id: str, query: str, *,
     databases: Databases,
     top_n: int | None = None,
     types: Sequence[str] | None = None,
@@ -127,7 +125,7 @@ def recall(
     episodes: bool = False,
     view: View = DEFAULT_VIEW,
     purpose: str | None = None,
-    as_of: datetime | str | None = None,
+    as_of: datetime | str | None = None, known_at: datetime | str | None = None,
     latest: bool = False,
     route: bool | Callable[[str, datetime], Plan] | None = None,
 ) -> RecallBundle:
@@ -140,17 +138,18 @@ def recall(
     retrieval settings; ``now`` is the clock for recency; ``episodes`` adds the most
     similar past episodes; ``view`` what it sees (visibility.py; a restricted read needs
     a ``purpose``, audited); lagging projections add warnings (watermark.py). ``as_of``:
-    what was valid and known then (validity.py); ``latest``: heads of Updates chains;
-    ``route``: the router's plan (router.py, the caller's planner; None: the settings').
+    valid time, ``known_at``: transaction time (validity.py); ``latest``: heads of Updates
+    chains; ``route``: the router's plan (router.py; None: the settings').
 
     Raises ScopeViolation (logged) for another orchestrator's memory, MemoryValidationError
-    for a bad type or query, MemoryCorrupt / MemoryDisabled when the database cannot be
-    used. When the vector side fails it answers from full text and says so.
+    for a bad type, query or time, MemoryCorrupt / MemoryDisabled when the database
+    cannot be used. When the vector side fails it answers from full text and says so.
     """
     started = time.perf_counter()
     _check_request(databases, orchestrator_id, query, requester, memory_ids, view, purpose)
     type_values = _check_types(types)
-    as_of_text = check_as_of(as_of, clock := now or utc_now())
+    times = (check_as_of(as_of, clock := now or utc_now()),
+             check_as_of(known_at, clock, "known_at"))
     odb = databases.open(orchestrator_id, create=False)
     text = textquery.clean_text(query)
     if odb is None:
@@ -160,7 +159,7 @@ def recall(
     if not text.strip():
         return _empty(orchestrator_id, text, mode, started, "empty query")
     route = params.router if route is None else route
-    searched, asked = _asked(odb, text, clock, as_of_text, latest, route)
+    searched, asked = _asked(odb, text, clock, times, latest, route)
     search = _Search(text=searched, mode=mode, params=params, limit=limit, types=type_values,
                      within=memory_ids, view=view, statuses=asked.statuses(include_inactive),
                      asked=asked)
@@ -291,12 +290,13 @@ def _check_request(databases: Databases, orchestrator_id: str, query: object,
     make_view(include_restricted=view.include_restricted, purpose=purpose)
 
 
-def _asked(odb: OrchestratorDB, text: str, clock: datetime, as_of: str | None, latest: bool,
+def _asked(odb: OrchestratorDB, text: str, clock: datetime,
+           times: tuple[str | None, str | None], latest: bool,
            route: bool | Callable[[str, datetime], Plan]) -> tuple[str, Asked]:
     """The text to search and what the recall asks about time, with the router's plan
     when it routes (the plan may leave speakers' names out of the search: focus)."""
     planner = route_plan if route is True else route or None
-    return focus(odb, text, Asked(as_of=as_of, latest=bool(latest),
+    return focus(odb, text, Asked(as_of=times[0], known_at=times[1], latest=bool(latest),
                                   plan=planner(text, clock) if planner is not None else None))
 
 
@@ -378,11 +378,11 @@ def _answer(odb: OrchestratorDB, search: _Search, text: _TextSide,
         odb, [m for m in {*vector_ids, *text_ids, *window} if m not in read])
     inputs = [*text.inputs, *more]
     rows = {i.memory_id: i.row for i in inputs}
-    as_of = search.asked.as_of
+    timed = search.asked.timed
     ranked = fuse(vector_ids, text_ids, {**text.features, **_features(odb, more)},
                   search.params, now,
                   widened(search.limit, search.asked), favoured_types(search.text),
-                  keep=both(floor, valid_keep(rows, as_of) if as_of else None),
+                  keep=both(floor, valid_keep(rows, search.asked) if timed else None),
                   dated_ids=list(window))
     ranked = after_fusion(odb, ranked, rows, search.asked, lambda ids: _admit(odb, search, ids),
                           search.limit)
@@ -403,9 +403,9 @@ def _admit(odb: OrchestratorDB, search: _Search, ids: list[str]) -> set[str]:
     ok = recall_reads.passing(odb, ids, search.statuses, search.types, search.view)
     if search.within is not None:
         ok &= set(search.within)
-    if search.asked.as_of and ok:
+    if search.asked.timed and ok:
         rows = {i.memory_id: i.row for i in recall_reads.rank_inputs(odb, sorted(ok))}
-        ok = {m for m in ok if valid_keep(rows, search.asked.as_of)(m)}
+        ok = {m for m in ok if valid_keep(rows, search.asked)(m)}
     return ok
 
 

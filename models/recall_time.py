@@ -45,9 +45,11 @@ _CONTENT = recall_reads.CONTENT
 
 @dataclass(frozen=True)
 class Asked:
-    """What a recall asked about time: ``as_of`` (stored format), ``latest``, the plan."""
+    """What a recall asked about time: ``as_of`` (valid time) and ``known_at``
+    (transaction time), both in stored format, ``latest``, the plan."""
 
     as_of: str | None = None
+    known_at: str | None = None
     latest: bool = False
     plan: Plan | None = None
 
@@ -55,9 +57,15 @@ class Asked:
         """The statuses searched: superseded ones too when time or heads matter."""
         if include_inactive:
             return [s.value for s in Status]
-        if self.as_of is not None or self.latest:
+        if self.timed or self.latest:
             return [Status.ACTIVE.value, Status.SUPERSEDED.value]
         return [Status.ACTIVE.value]
+
+
+    @property
+    def timed(self) -> bool:
+        """Whether a time (valid or known) was asked."""
+        return self.as_of is not None or self.known_at is not None
 
 
 def focus(odb: OrchestratorDB, text: str, asked: Asked) -> tuple[str, Asked]:
@@ -86,13 +94,14 @@ def gate_floor(floor: Keep, lower: Keep, candidates: set[str]) -> Keep:
     return lower if any(floor(m) for m in candidates) else floor
 
 
-def valid_keep(rows: Mapping[str, Row], as_of: str) -> Keep:
-    """A candidate filter: valid and known at ``as_of``."""
+def valid_keep(rows: Mapping[str, Row], asked: Asked) -> Keep:
+    """A candidate filter: valid at ``asked.as_of`` and known at ``asked.known_at``."""
     def keep(memory_id: str) -> bool:
         row = rows.get(memory_id)
         return row is not None and valid_at(
-            as_of, status=row[_STATUS], created_at=row[_CREATED], updated_at=row[_UPDATED],
-            valid_from=row[_FROM], valid_to=row[_TO])
+            asked.as_of, status=row[_STATUS], created_at=row[_CREATED],
+            updated_at=row[_UPDATED], valid_from=row[_FROM], valid_to=row[_TO],
+            known=asked.known_at)
     return keep
 
 
@@ -234,13 +243,15 @@ def _kinds(odb: OrchestratorDB, ids: list[str], rows: Mapping[str, Row]) -> dict
 _NEUTRAL = Modifiers(importance=1.0, recency=1.0, confidence=1.0, contradiction=1.0)
 
 
-def to_heads(odb: OrchestratorDB, ranked: list[Ranked], as_of: str | None = None,
+def to_heads(odb: OrchestratorDB, ranked: list[Ranked], asked: Asked | None = None,
              admit: Callable[[list[str]], set[str]] | None = None) -> list[Ranked]:
-    """Each memory replaced by the head of its Updates chain (as it was at ``as_of``); a
+    """Each memory replaced by the head of its Updates chain (as it was at the asked
+    valid and known times); a
     head reached twice is kept at its best rank. A head ``admit`` refuses (another
     session's, a restricted one) drops the memory: its latest state is not this
     request's to see, and an older state would be passed off as the latest."""
-    head = chains.heads(odb, [r.memory_id for r in ranked], as_of)
+    asked = asked or Asked()
+    head = chains.heads(odb, [r.memory_id for r in ranked], asked.known_at, asked.as_of)
     moved = sorted({head[r.memory_id] for r in ranked} - {r.memory_id for r in ranked})
     hidden = set(moved) - admit(moved) if admit is not None and moved else set()
     out: list[Ranked] = []
@@ -297,13 +308,13 @@ def after_fusion(odb: OrchestratorDB, ranked: list[Ranked], rows: Mapping[str, R
     if asked.plan is not None:
         ranked = planned(odb, ranked, rows, asked.plan, admit)
     if asked.latest:
-        ranked = to_heads(odb, ranked, asked.as_of, admit)
+        ranked = to_heads(odb, ranked, asked, admit)
     return ranked[:limit]
 
 
 def plan_dump(asked: Asked) -> dict[str, Any] | None:
     """The bundle's ``plan``: the router's plan and what was asked about time."""
-    if asked.plan is None and asked.as_of is None and not asked.latest:
+    if asked.plan is None and not asked.timed and not asked.latest:
         return None
     out = asked.plan.dump() if asked.plan is not None else {"intent": None}
-    return {**out, "asOf": asked.as_of, "latest": asked.latest}
+    return {**out, "asOf": asked.as_of, "knownAt": asked.known_at, "latest": asked.latest}

@@ -2,7 +2,9 @@
 
 For each proposed memory, inside the write transaction, in this order:
 
-1. **Duplicate.** An active memory of the same type with the same normalized content
+1. **Duplicate.** A retracted (soft-forgotten), not erased memory of the same type and
+   normalized content, when no active one matches, is said again: it becomes active
+   (a ``restate`` event). An active memory of the same type with the same normalized content
    (fingerprint), or a near-duplicate, is reinforced (confidence, updatedAt, one more
    source row) instead of copied. Near-duplicate means a vector at cosine >=
    ``dedup_similarity`` *and* the same gist in words: the same numbers and a word
@@ -94,7 +96,7 @@ class Outcome:
     """What one proposed memory did to the store."""
 
     memory_id: str
-    action: str  # created | reinforced | unchanged
+    action: str  # created | reinforced | restated | unchanged
     #: memoryIds that became superseded (the new one itself, if it was the older claim).
     superseded: list[str] = field(default_factory=list)
     #: (newer, older) pairs now joined by a Contradicts edge.
@@ -272,6 +274,13 @@ class Reconciler:
         decision = decide(proposed, duplicate=duplicate, similar=similar,
                           same_subject=same_subject, settings=self.settings,
                           holds=lambda stored: said_before(stored, memory))
+        if duplicate is None and decision.existing is None:
+            retracted = memories.find_retracted(memory_type, fingerprint, within=memory)
+            if retracted is not None:
+                # said again after a soft forget or retract: new evidence, active again
+                memories.restate(retracted, actor=memory.source.captured_by.value,
+                                 key=self.key)
+                return Outcome(retracted.memory_id, "restated")
         if decision.existing is not None:
             if decision.action == "unchanged":
                 return Outcome(decision.existing.memory_id, "unchanged")

@@ -1,7 +1,9 @@
 """The write-back operation: proposed memories and edges in, one transaction, ids out.
 
 The receipt that makes a write idempotent commits in the same transaction as the
-data: a redelivered task finds it and writes nothing. Memory ids are derived from
+data: a redelivered task finds it and writes nothing, unless a memory it wrote was
+retracted since (a soft forget, a retract): the same write delivered again is then new
+evidence and makes that memory active again (a ``restate`` event). Memory ids are derived from
 the idempotency key and the candidate's position, so even a replay whose receipt
 was garbage-collected lands on the same ids instead of creating copies.
 """
@@ -43,7 +45,8 @@ def write_memories(
     ``memories`` are explicit MemoryInputs (``vectors`` beside them, optional) or
     Proposed items from an extractor. Returns the task result, also stored in the
     receipt: ``memoryIds`` (in input order), ``created``, ``reinforced``, ``unchanged``
-    (memories that already held the statement from the same place), ``superseded``,
+    (memories that already held the statement from the same place), ``restated``
+    (retracted memories said again, active once more), ``superseded``,
     ``contradicted``, ``edgeIds``, ``embedded``, ``duplicate``.
     Raises MemoryValidationError for an edge naming an unknown key, MemoryNotFound or
     ScopeViolation for an edge to a memory this orchestrator does not have; then
@@ -60,7 +63,7 @@ def write_memories(
     index = index_for(odb, embedder, dim) if embedder and dim else None
     with odb.write():
         stored = receipts.final_result_in_transaction(key)
-        if stored is not None:
+        if stored is not None and not stored_memories.retracted_of(stored.get("memoryIds") or []):
             return {**stored, "duplicate": True}
         tally = _reconcile(odb, key, proposals, index)
         embedded = store_embeddings(tally.new_vectors, embedder) \
@@ -73,7 +76,8 @@ def write_memories(
                     for position, edge in enumerate(edges)]
         result = {"ok": True, "task": task, "orchestratorId": odb.orchestrator_id,
                   "idempotencyKey": key, "memoryIds": tally.ids, "created": tally.created,
-                  "reinforced": tally.reinforced, "unchanged": tally.unchanged,
+                  "reinforced": tally.reinforced, "restated": tally.restated,
+                  "unchanged": tally.unchanged,
                   "superseded": tally.superseded, "contradicted": tally.contradicted,
                   "edgeIds": edge_ids, "embedded": embedded, **(extra_result or {})}
         if also is not None:
@@ -89,6 +93,8 @@ class _Tally:
     ids: list[str] = field(default_factory=list)
     created: list[str] = field(default_factory=list)
     reinforced: list[str] = field(default_factory=list)
+    #: retracted memories said again: active once more
+    restated: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     superseded: list[str] = field(default_factory=list)
     contradicted: list[list[str]] = field(default_factory=list)
@@ -104,8 +110,15 @@ def _reconcile(odb: OrchestratorDB, key: str, proposals: list[Proposed],
     tally = _Tally()
     for position, proposed in enumerate(proposals):
         memory_id = derive_id("m", odb.orchestrator_id, key, position)
-        if stored_memories.exists(memory_id):
-            tally.ids.append(memory_id)  # replay of a key whose receipt is gone
+        earlier = stored_memories.get(memory_id)
+        if earlier is not None:
+            # the same key again: its receipt is gone, or its memory was retracted since
+            # (then this delivery says it again: active, a restatement)
+            if earlier.status == "retracted" and not earlier.forgotten:
+                stored_memories.restate(earlier, actor=proposed.memory.source.captured_by.value,
+                                        key=key)
+                tally.restated.append(memory_id)
+            tally.ids.append(memory_id)
             continue
         outcome = reconciler.apply(odb, memory_id, proposed, position)
         tally.ids.append(outcome.memory_id)
@@ -115,6 +128,8 @@ def _reconcile(odb: OrchestratorDB, key: str, proposals: list[Proposed],
                 tally.new_vectors.append((outcome.memory_id, proposed.vector))
         elif outcome.action == "reinforced":
             tally.reinforced.append(outcome.memory_id)
+        elif outcome.action == "restated":
+            tally.restated.append(outcome.memory_id)
         else:
             tally.unchanged.append(outcome.memory_id)
         tally.superseded += outcome.superseded

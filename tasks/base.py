@@ -68,6 +68,11 @@ class MemoryTask(Task):
     #: commit of the writes waiting before them (:mod:`orchmem.worker.batching`).
     read_only = False
 
+    def said_again(self, odb: OrchestratorDB, result: dict[str, Any]) -> bool:
+        """Whether a redelivery of a finished task (its stored ``result``) is new
+        evidence, to run again rather than answer as a duplicate: never, by default."""
+        return False
+
     def texts_ahead(self, odb: OrchestratorDB, payload: Any) -> list[str]:
         """The texts a delivery of ``payload`` will embed, for its batch's one model
         call: by default the ones it names outright, ``memories[].content``."""

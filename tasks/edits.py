@@ -7,7 +7,7 @@ from typing import Any
 from celery import shared_task
 
 from orchmem.config import MemoryNotFound
-from orchmem.models.edits import EDIT_ADAPTER, apply_edit, erases
+from orchmem.models.edits import EDIT_ADAPTER, apply_edit, erases, undone
 from orchmem.models.schema import validate_with
 from orchmem.models.storage.database import OrchestratorDB
 
@@ -18,7 +18,14 @@ EDIT = "orchmem.edit"
 RETRY_EVERY_S = 2
 
 
-@shared_task(base=MemoryTask, bind=True, name=EDIT, kind="edit")
+def edit_said_again(task: MemoryTask, odb: OrchestratorDB, result: dict[str, Any]) -> bool:
+    """An edit delivered again after its memory went back (or after it was refused) is
+    a new request: it runs again rather than answer the first one's receipt."""
+    with odb.read():
+        return undone(result)
+
+
+@shared_task(base=MemoryTask, bind=True, name=EDIT, kind="edit", said_again=edit_said_again)
 def edit(self: MemoryTask, orchestrator_id: str, payload: dict[str, Any]) -> dict[str, Any]:
     """Apply the edit in ``payload`` (``{"op": "supersede" | "retract" | "link" | "forget", …}``).
 

@@ -146,7 +146,8 @@ def with_receipt(current: TaskRun, body: Body) -> dict[str, Any]:
     assert odb is not None
     # A batch counted this delivery already, in one commit for all its tasks (batch.py).
     delivery = receipts.begin(odb, key, task.name, count=not in_batch(task, "orchmemCounted"))
-    if delivery.finished and delivery.result is not None:
+    if delivery.finished and delivery.result is not None and \
+            not task.said_again(odb, delivery.result):
         current.outcome = "duplicate"
         current.log("duplicate_delivery_skipped", key=key, deliveries=delivery.deliveries)
         return {**delivery.result, "duplicate": True}

@@ -88,7 +88,7 @@ def wait_for_receipts(databases: Databases, orchestrator_id: str, keys: list[str
 
 #: What a remote recall may ask besides the query (recall()'s keyword arguments).
 _OPTIONS = frozenset({"top_n", "types", "include_inactive", "memory_ids", "view", "as_of",
-                      "latest", "route", "episodes"})
+                      "known_at", "latest", "route", "episodes"})
 
 
 def _check(pending: Any, options: Any) -> tuple[list[str], dict[str, Any]]:
@@ -100,8 +100,9 @@ def _check(pending: Any, options: Any) -> tuple[list[str], dict[str, Any]]:
     for flag in ("latest", "route", "episodes"):
         if not isinstance(options.get(flag, False), bool):
             raise MemoryValidationError(f"options.{flag}: must be true or false")
-    if not isinstance(options.get("as_of", ""), str):  # recall() checks the time itself
-        raise MemoryValidationError("options.as_of: must be an ISO 8601 time")
+    for name in ("as_of", "known_at"):
+        if not isinstance(options.get(name, ""), str):  # recall() checks the time itself
+            raise MemoryValidationError(f"options.{name}: must be an ISO 8601 time")
     view = options.get("view")
     if view is not None:  # a scope view (issue 16); restricted reads stay in the caller
         if not isinstance(view, dict) or set(view) - {"sessionId", "projectId", "tags"}:

@@ -19,6 +19,7 @@ from orchmem.models.proposals import Proposals, build
 from orchmem.models.reconcile import Proposed
 from orchmem.models.schema import format_ts, utc_now
 from orchmem.models.storage.database import OrchestratorDB
+from orchmem.models.storage.memories import retracted_of
 from orchmem.models.writeback import write_memories
 
 from .base import MemoryTask
@@ -59,8 +60,16 @@ def writeback_texts(task: MemoryTask, odb: OrchestratorDB, payload: Any) -> list
         return []
 
 
+def writeback_said_again(task: MemoryTask, odb: OrchestratorDB,
+                         result: dict[str, Any]) -> bool:
+    """A finished write-back delivered again is new evidence once a memory it wrote was
+    retracted since (a soft forget, a retract): it runs again and makes it active."""
+    with odb.read():
+        return bool(retracted_of(result.get("memoryIds") or []))
+
+
 @shared_task(base=MemoryTask, bind=True, name=WRITEBACK, kind="wb", batchable=True,
-             texts_ahead=writeback_texts)
+             texts_ahead=writeback_texts, said_again=writeback_said_again)
 def writeback(self: MemoryTask, orchestrator_id: str, payload: dict[str, Any]) -> dict[str, Any]:
     """Validate ``payload`` (a WritebackRequest), extract, embed, reconcile, store.
 

@@ -51,6 +51,7 @@ STATUS = {
     "unauthorized": 401,
     "scope_violation": 403,
     "not_found": 404,
+    "erased": 410,
     "method_not_allowed": 405,
     "disabled": 409,
     "too_large": 413,

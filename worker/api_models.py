@@ -50,6 +50,13 @@ class ForgetBody(WireModel):
     reason: Reason | None = None
 
 
+class RecoverBody(WireModel):
+    """Make the soft-forgotten (retracted) ``memoryId`` active again."""
+
+    memory_id: ShortText
+    reason: Reason | None = None
+
+
 class ContextBody(WireModel):
     """The prompt block for ``purpose`` and ``query``."""
 
@@ -64,4 +71,5 @@ class ContextBody(WireModel):
 
 
 #: Every request body model, for the OpenAPI document's components.
-BODY_MODELS = (SupersedeBody, RetractBody, LinkBody, ForgetBody, ContextBody)
+BODY_MODELS = (SupersedeBody, RetractBody, LinkBody, ForgetBody, RecoverBody,
+               ContextBody)

@@ -33,7 +33,14 @@ from orchmem.models.validity import check_as_of
 
 from .api_errors import STATUS, code_of, error_body, json_error
 from .api_json import check_json_depth, check_plain_strings
-from .api_models import ContextBody, ForgetBody, LinkBody, RetractBody, SupersedeBody
+from .api_models import (
+    ContextBody,
+    ForgetBody,
+    LinkBody,
+    RecoverBody,
+    RetractBody,
+    SupersedeBody,
+)
 from .api_state import ApiState
 from .client import MemoryClient, WriteHandle
 
@@ -134,7 +141,9 @@ def recall(m: Admitted,
            project_id: Annotated[str | None, Query(alias="projectId")] = None,
            tags: Annotated[list[str] | None, Query(alias="tag")] = None,
            as_of: Annotated[str | None, Query(alias="asOf", description=(
-               "What was valid and known at this time (ISO 8601 with a time zone)."))] = None,
+               "What was true at this time: valid time (ISO 8601 with a time zone)."))] = None,
+           known_at: Annotated[str | None, Query(alias="knownAt", description=(
+               "What had been stored by this time: transaction time (ISO 8601)."))] = None,
            latest: Annotated[bool, Query(description="Heads of Updates chains.")] = False,
            route: Annotated[bool | None, Query(description=(
                "Plan by the kind of question (default: memory.retrieval.router)."))] = None,
@@ -150,9 +159,11 @@ def recall(m: Admitted,
     # a scope view (issue 16); restricted memories are never read over HTTP
     view = make_view(session_id, project_id, tags or [])
     check_as_of(as_of, utc_now())  # a 400 naming as_of, not an empty answer
+    check_as_of(known_at, utc_now(), "known_at")
     bundle = m.client.recall(q, top_n=top_n, types=[t.value for t in types or ()] or None,
                              include_inactive=include_inactive, view=view, as_of=as_of,
-                             latest=latest, route=route, episodes=episodes)
+                             known_at=known_at, latest=latest, route=route,
+                             episodes=episodes)
     return bundle.dump()
 
 
@@ -276,6 +287,23 @@ def _forget(m: Member, body: Any, wait: bool) -> Response:
     _existing(m, [edit.memory_id])
     with m.state.writing(m.orchestrator_id):
         handle = m.client.forget(edit.memory_id, hard=edit.hard, reason=edit.reason)
+    return _answer(m, handle, wait)
+
+
+@router.post("/recover", openapi_extra={"security": SECURITY, **_body_doc("RecoverBody")},
+             summary="Make a soft-forgotten memory active again (not a hard-forgotten one)")
+async def recover(m: Admitted, body: JsonBody, wait: Wait = True) -> Response:
+    return await in_write_pool(m, _recover, body, wait)
+
+
+def _recover(m: Member, body: Any, wait: bool) -> Response:
+    edit = _parse(RecoverBody, body)
+    # a hard-forgotten memory is not listed by get: the worker answers 410 (erased)
+    _enabled(m)
+    check_scope(m.client.databases, m.orchestrator_id, m.orchestrator_id, [edit.memory_id])
+    m.client.wait_for_writes()
+    with m.state.writing(m.orchestrator_id):
+        handle = m.client.recover(edit.memory_id, reason=edit.reason, wait_for_memory_s=0)
     return _answer(m, handle, wait)
 
 

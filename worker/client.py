@@ -385,11 +385,13 @@ class MemoryClient(ReflectionMixin, GovernanceCalls, ContextCalls, LogCalls):
                tags: Sequence[str] | None = None, include_restricted: bool = False,
                purpose: str | None = None, view: View | None = None,
                as_of: datetime | str | None = None, latest: bool = False,
-               route: bool | None = None) -> RecallBundle:
+               route: bool | None = None,
+               known_at: datetime | str | None = None) -> RecallBundle:
         """The memories most relevant to ``query`` (see ``orchmem.models.recall``).
 
-        ``as_of``: what was valid and known then; ``latest``: the heads of Updates chains;
-        ``route``: the router's plan (these three are answered in this process).
+        ``as_of``: what was true then (valid time); ``known_at``: what had been stored by
+        then (transaction time); ``latest``: the heads of Updates chains; ``route``: the
+        router's plan.
 
         Asking for another orchestrator (``orchestrator_id``) or for its memoryIds is
         denied and logged: the bundle is empty and says so in ``warnings``. A request
@@ -408,7 +410,8 @@ class MemoryClient(ReflectionMixin, GovernanceCalls, ContextCalls, LogCalls):
             return remote_recall(self, query, top_n=top_n, types=types, memory_ids=memory_ids,
                                  include_inactive=include_inactive,
                                  wait_for_writes=wait_for_writes, view=view,
-                                 asked={"as_of": as_of, "latest": latest, "route": route,
+                                 asked={"as_of": as_of, "known_at": known_at,
+                                        "latest": latest, "route": route,
                                         "episodes": episodes})
         try:
             if wait_for_writes:
@@ -419,7 +422,8 @@ class MemoryClient(ReflectionMixin, GovernanceCalls, ContextCalls, LogCalls):
             bundle = recall(target, query, databases=self.databases, top_n=top_n, types=types,
                             include_inactive=include_inactive, memory_ids=memory_ids,
                             requester=self.orchestrator_id, episodes=episodes, view=view,
-                            purpose=purpose, as_of=as_of, latest=latest, route=route)
+                            purpose=purpose, as_of=as_of, known_at=known_at, latest=latest,
+                            route=route)
         except Exception as exc:
             return empty_bundle(target, query, [*warnings, self._warn("recall", exc)])
         if warnings:

@@ -1,5 +1,5 @@
 """The governance calls of :class:`~orchmem.worker.client.MemoryClient`: reads by id
-through a view, forget by policy, patch, invalidate, and a bulletin for one session or
+through a view, forget by policy, patch, invalidate, recover, and a bulletin for one session or
 project.
 
 A mixin: it uses the client's ``_edit`` (check, record, publish), ``databases`` and
@@ -106,6 +106,17 @@ class GovernanceCalls:
     def invalidate(self, memory_id: str, reason: str) -> WriteHandle:
         """Mark a memory wrong (retracted, audited as ``invalidate`` with ``reason``)."""
         return self._edit({"op": "invalidate", "memoryId": memory_id, "reason": reason})
+
+    def recover(self, memory_id: str, *, reason: str | None = None,
+                wait_for_memory_s: int | None = None) -> WriteHandle:
+        """Make a soft-forgotten (retracted) memory active again, audited with ``reason``.
+
+        A hard-forgotten memory is erased: the worker refuses it with code ``erased``.
+        ``wait_for_memory_s``: how long the worker waits for a memory not written yet
+        (default ``worker.edit_wait_s``; 0 for an id that must exist now).
+        """
+        return self._edit({"op": "recover", "memoryId": memory_id, "reason": reason,
+                           "waitForMemoryS": wait_for_memory_s})
 
     def scoped_bulletin(self, view: View) -> BulletinResult:
         """The bulletin of one session and/or project, built here from the database

@@ -1,7 +1,8 @@
 """The MCP server: one orchestrator's memory as tools for a model (``orchmem mcp``).
 
 Built on the official MCP Python SDK (``mcp.server.MCPServer``, called FastMCP before
-mcp 2). Tools: ``remember``, ``recall``, ``bulletin``, ``forget``, ``supersede``; the
+mcp 2). Tools: ``remember``, ``recall``, ``bulletin``, ``forget``, ``recover``,
+``supersede``; the
 bulletin is also the resource ``memory://bulletin``. Every tool calls one
 :class:`~orchmem.worker.client.MemoryClient` method; a refusal is raised as an error
 whose message starts with the CLI's code (``validation: …``, ``not_found: …``), which
@@ -119,10 +120,13 @@ class MemoryTools:
                                                 )] = None,
         project_id: Annotated[str | None, Field(description="This project: its memories "
                                                 "too.")] = None,
-        as_of: Annotated[str | None, Field(description="What was true and known at this "
-                                           "time (ISO 8601 with a time zone, e.g. "
-                                           "2024-05-01T10:00:00Z; not in the future)."
-                                           )] = None,
+        as_of: Annotated[str | None, Field(description="What was true at this time, "
+                                           "whenever it was told (ISO 8601 with a time "
+                                           "zone, e.g. 2024-05-01T10:00:00Z; not in the "
+                                           "future).")] = None,
+        known_at: Annotated[str | None, Field(description="What had been told (stored) by "
+                                              "this time (ISO 8601 with a time zone)."
+                                              )] = None,
         latest: Annotated[Flag, Field(description="Only the latest state of each subject "
                                       "(the newest of a chain of updates).")] = False,
         route: Annotated[Flag | None, Field(description="Plan the search by the kind of "
@@ -137,12 +141,13 @@ class MemoryTools:
         was planned, ``episodes`` lists similar past runs when asked."""
         try:
             check_as_of(as_of, utc_now())  # a tool error naming as_of, not an empty answer
+            check_as_of(known_at, utc_now(), "known_at")
         except OrchmemError as exc:
             raise _fail(exc) from None
         bundle = self.client.recall(query, top_n=top_n, include_inactive=include_inactive,
                                     session_id=session_id, project_id=project_id,
-                                    as_of=as_of, latest=latest, route=route,
-                                    episodes=episodes)
+                                    as_of=as_of, known_at=known_at, latest=latest,
+                                    route=route, episodes=episodes)
         memories = [_memory(n.memory.dump(), round(n.scores.score, 6)) for n in bundle.nodes]
         found: dict[str, Any] = {"memories": memories, "warnings": bundle.warnings,
                                  "plan": bundle.plan}
@@ -169,6 +174,22 @@ class MemoryTools:
         self._existing([memory_id])
         value = self._result(self.client.forget(memory_id, hard=hard, reason=reason))
         return {"forgotten": memory_id, "hard": hard, "memoryIds": value.get("memoryIds", [])}
+
+    def recover(
+        self,
+        memory_id: Annotated[str, Field(description="The memoryId of a forgotten memory.")],
+        reason: Annotated[str | None, Field(description="Why, for the audit log.")] = None,
+    ) -> dict[str, Any]:
+        """Bring back a memory that was forgotten softly (not a hard-erased one): it is
+        recalled again."""
+        try:
+            check_scope(self.client.databases, self.client.orchestrator_id,
+                        self.client.orchestrator_id, [memory_id])
+            self.client.wait_for_writes()
+        except OrchmemError as exc:
+            raise _fail(exc) from None
+        self._result(self.client.recover(memory_id, reason=reason, wait_for_memory_s=0))
+        return {"recovered": memory_id}
 
     def supersede(
         self,
@@ -215,7 +236,8 @@ def create_mcp(settings: Settings, orchestrator_id: str, *, immediate: bool = Fa
     tools = MemoryTools(client, settings.api.wait_timeout_s)
     server = MCPServer(f"orchmem-{orchestrator_id}", version=version("orchmem"),
                        instructions=INSTRUCTIONS)
-    for fn in (tools.remember, tools.recall, tools.bulletin, tools.forget, tools.supersede):
+    for fn in (tools.remember, tools.recall, tools.bulletin, tools.forget, tools.recover,
+               tools.supersede):
         server.add_tool(coded(fn))
     server.resource("memory://bulletin", name="bulletin", mime_type="text/markdown",
                     description="The orchestrator's current bulletin.")(tools.bulletin)

@@ -43,7 +43,7 @@ def _options(top_n: int | None, types: Sequence[str] | None, include_inactive: b
              memory_ids: Sequence[str] | None, view: View | None = None,
              asked: dict[str, Any] | None = None) -> dict[str, Any]:
     options: dict[str, Any] = {"include_inactive": include_inactive}
-    for name, value in (asked or {}).items():  # as_of, latest, route, episodes
+    for name, value in (asked or {}).items():  # as_of, known_at, latest, route, episodes
         if value is not None:  # route=False means off, not the orchestrator's default
             options[name] = value.isoformat() if isinstance(value, datetime) else value
     if view is not None and view != DEFAULT_VIEW:  # a scope view (never restricted)

@@ -8,14 +8,23 @@
         run.checkpoint("s3://bucket/state/42.json", schema_version=1)
 
 Every event has an idempotency key that is the run's own count of its events
-(``<runId>/<n>``) unless given: replaying a run with the same run id appends nothing
-twice. A run's own events (start, end, checkpoints, outcome) are one message each on
-the one publish path (task ``orchmem.log``, outboxed like a write-back). A step's
-events are held until the step writes back or ends: ``step.write_back`` carries the
-events so far in its write-back (``logEvents``), so the worker writes them with the
-memories, in one transaction with one receipt, and the step's end sends what is left
-as one log message. Held events are not in the log until then; a step that never
+(``<runId>/<n>``) unless given: running a run again with the same run id (a retrying
+caller) appends nothing twice. A replay is new: a run in replay mode (``replay=True``,
+or ``set_replay(True)`` from some event on) draws an attempt id, records it in a
+``replay_mode`` event, and keys its events within it (``<runId>/replay-<attempt>/<n>``,
+a given key ``<key>/replay-<attempt>``), so every replay of an existing run is logged
+in full, marked ``replay``, beside the original.
+
+A run's own events (start, end, checkpoints, outcome) are one message each on the one
+publish path (task ``orchmem.log``, outboxed like a write-back). A step's events are
+held until the step writes back or ends: ``step.write_back`` carries the events so far
+in its write-back (``logEvents``), so the worker writes them with the memories, in one
+transaction with one receipt, and the step's end sends what is left as one log
+message. Held events are not in the log until then; a step that never
 ends (its process died) logs nothing more, as its write-back never happened either.
+Only a step used as a context manager holds: a step's call outside a ``with`` block
+sends its event at once, and the run's end sends what a step entered but not left
+still holds, before ``run_end``: no event is dropped.
 
 A step's write-back names the run and the step in its memories' provenance
 (``workflowRunId``/``stepId``), which is how a memory cites its log events
@@ -28,6 +37,7 @@ or project's recalls see.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, cast
@@ -92,6 +102,8 @@ class RunLog:
         self.name = name
         self.run_id = run_id or new_run_id(client.orchestrator_id)
         self.replay = replay
+        #: The replay attempt this run's events are keyed in (None: not a replay).
+        self.attempt: str | None = uuid.uuid4().hex[:12] if replay else None
         self.conversation_id = conversation_id
         self.placement = {k: v for k, v in (("conversationId", conversation_id),
                                             ("sessionId", session_id),
@@ -99,12 +111,17 @@ class RunLog:
         self._count = 0
         #: Every handle of this run's events, in order (``ok`` False: not published).
         self.handles: list[WriteHandle] = []
+        #: The steps of this run, whose held events its end sends.
+        self._steps: list[StepLog] = []
 
     def make(self, kind: str, *, step_id: str | None = None,
              idempotency_key: str | None = None, **fields: Any) -> tuple[dict[str, Any], str]:
         """The next event of this run, not sent, and its eventId."""
         self._count += 1
         key = idempotency_key or f"{self.run_id}/{self._count}"
+        if self.attempt is not None:  # a replay's events are its own, not the original's
+            key = (f"{idempotency_key}/replay-{self.attempt}" if idempotency_key
+                   else f"{self.run_id}/replay-{self.attempt}/{self._count}")
         event = {"runId": self.run_id, "kind": kind, "idempotencyKey": key,
                  "replay": self.replay, **({"stepId": step_id} if step_id else {}),
                  **{_camel(k): v for k, v in fields.items() if v is not None}}
@@ -127,10 +144,14 @@ class RunLog:
 
     def __enter__(self) -> RunLog:
         self.event("run_start", name=self.name, data=dict(self.placement) or None)
+        if self.attempt is not None:
+            self._replay_mode(True)
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
+        for step in self._steps:  # a step entered and never left: its events still go
+            step.flush()
         if exc is None:
             self.event("run_end", status="ok")
         else:
@@ -138,7 +159,11 @@ class RunLog:
                        text=first_sentence_of(f"{type(exc).__name__}: {exc}"))
 
     def step(self, step_id: str, name: str | None = None) -> StepLog:
-        return StepLog(self, step_id, name)
+        """A step of this run: used in a ``with`` block, it holds its events until it
+        writes back or ends; used outside one, each event is sent at once."""
+        step = StepLog(self, step_id, name)
+        self._steps.append(step)
+        return step
 
     def checkpoint(self, ref: str, *, schema_version: int, parent_id: str | None = None,
                    step_id: str | None = None) -> str:
@@ -150,9 +175,16 @@ class RunLog:
         return self.event("outcome", status=status, text=text)
 
     def set_replay(self, replay: bool = True) -> str:
-        """Switch replay mode on (or off) from here on, recorded in the log."""
+        """Switch replay mode on (or off) from here on, recorded in the log; switched on,
+        the events from here on are keyed in a new replay attempt."""
         self.replay = replay
-        return self.event("replay_mode", status="on" if replay else "off")
+        if replay and self.attempt is None:
+            self.attempt = uuid.uuid4().hex[:12]
+        return self._replay_mode(replay)
+
+    def _replay_mode(self, on: bool) -> str:
+        return self.event("replay_mode", status="on" if on else "off",
+                          data={"attempt": self.attempt} if on else None)
 
     def wait(self, timeout: float = 30.0) -> list[dict[str, Any] | None]:
         """Wait for every event of this run so far to be written; their results."""
@@ -168,14 +200,18 @@ class StepLog:
         self.event_id: str | None = None
         #: Events of this step not sent yet.
         self.held: list[dict[str, Any]] = []
+        #: Inside its ``with`` block: events are held; outside, each is sent at once.
+        self.entered = False
 
     def __enter__(self) -> StepLog:
+        self.entered = True
         self.event_id = self._hold("step_start", name=self.name)
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self._event("step_end", status="ok" if exc is None else "error")
+        self.entered = False
         self.flush()
 
     def flush(self) -> WriteHandle | None:
@@ -185,7 +221,10 @@ class StepLog:
 
     def _hold(self, kind: str, **fields: Any) -> str:
         event, event_id = self.run.make(kind, step_id=self.step_id, **fields)
-        self.held.append(event)
+        if self.entered:
+            self.held.append(event)
+        else:  # no with block, so no end of the step would send it
+            self.run.send([event])
         return event_id
 
     def _event(self, kind: str, **fields: Any) -> str:

@@ -13,6 +13,8 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from .validity_columns import has_time
+
 if TYPE_CHECKING:
     from .database import OrchestratorDB
 
@@ -20,19 +22,24 @@ MAX_CHAIN = 50
 _NEWER = ("SELECT e.to_memory_id, e.from_memory_id FROM memory_edges AS e "
           "JOIN memories AS m ON m.memory_id = e.from_memory_id "
           "WHERE e.edge_type = 'Updates' AND e.to_memory_id IN (SELECT value FROM json_each(?)) "
-          "AND m.forgotten = 0 AND m.status != 'retracted' AND m.created_at <= ? "
+          "AND m.forgotten = 0 AND m.status != 'retracted' AND m.created_at <= ? {valid}"
           "ORDER BY e.to_memory_id, m.created_at DESC, e.from_memory_id")
 #: Later than any stored time: no bound.
 _UNBOUNDED = "9999"
 
 
-def heads(odb: OrchestratorDB, memory_ids: Sequence[str],
+def heads(odb: OrchestratorDB, memory_ids: Sequence[str], known_at: str | None = None,
           as_of: str | None = None) -> dict[str, str]:
     """memoryId -> the head of its Updates chain (itself when nothing updates it).
 
     When two memories update the same one, the newer (createdAt) is followed. With
-    ``as_of``, only memories stored by then are followed: the head as it was then.
+    ``known_at``, only memories stored by then are followed: the head as we knew it
+    then; with ``as_of``, only memories true by then (validFrom, else createdAt): the
+    head of what was true then.
     """
+    timed = as_of is not None and has_time(odb)
+    sql = _NEWER.format(valid="AND COALESCE(m.valid_from, m.created_at) <= ? " if timed
+                        else "")
     head = {m: m for m in memory_ids}
     frontier = set(memory_ids)
     seen: dict[str, set[str]] = {m: {m} for m in memory_ids}
@@ -40,8 +47,8 @@ def heads(odb: OrchestratorDB, memory_ids: Sequence[str],
         if not frontier:
             break
         newer: dict[str, str] = {}
-        for older, newest in odb.sql(_NEWER, (json.dumps(sorted(frontier)),
-                                              as_of or _UNBOUNDED)):
+        bounds = (known_at or _UNBOUNDED, *((as_of,) if timed else ()))
+        for older, newest in odb.sql(sql, (json.dumps(sorted(frontier)), *bounds)):
             newer.setdefault(older, newest)
         frontier = set()
         for start, current in head.items():

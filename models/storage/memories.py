@@ -92,7 +92,7 @@ def _stored_of(row: tuple[Any, ...]) -> StoredMemory:
 
 
 def _active_where(memory_type: str, within: MemoryInput | None,
-                  by_id: bool = False) -> tuple[str, list[Any]]:
+                  by_id: bool = False, status: str = "'active'") -> tuple[str, list[Any]]:
     """SQL text (and its parameters) of the memories a candidate ``within`` may reinforce,
     update or contradict: active memories of ``memory_type``, not crystals (reflection's
     digests of a topic are never a statement's duplicate), of its own scope (the same
@@ -103,7 +103,7 @@ def _active_where(memory_type: str, within: MemoryInput | None,
     (status, type) index, which scans every active memory of the type, over the
     memory_id index (3.1 against 0.18 ms at 2,900 memories, growing with the file)."""
     plus = "+" if by_id else ""
-    where = (f"{plus}type = ? AND {plus}status = 'active' AND memory_id NOT IN "
+    where = (f"{plus}type = ? AND {plus}status = {status} AND memory_id NOT IN "
              "(SELECT memory_id FROM crystals)")
     params: list[Any] = [memory_type]
     if within is None:
@@ -140,6 +140,33 @@ def find_duplicate(memory_type: str, fingerprint: str,
     row = run(f"SELECT {_STORED} FROM memories WHERE {where} AND fingerprint = ? "
               "ORDER BY id LIMIT 1", (*params, fingerprint)).fetchone()
     return None if row is None else _stored_of(row)
+
+
+def find_retracted(memory_type: str, fingerprint: str,
+                   within: MemoryInput | None = None) -> StoredMemory | None:
+    """The oldest retracted, not erased memory of ``memory_type`` with ``fingerprint``
+    that ``within`` may merge with: saying it again makes it active (a restatement)."""
+    where, params = _active_where(memory_type, within, status="'retracted' AND forgotten = 0")
+    row = run(f"SELECT {_STORED} FROM memories WHERE {where} AND fingerprint = ? "
+              "ORDER BY id LIMIT 1", (*params, fingerprint)).fetchone()
+    return None if row is None else _stored_of(row)
+
+
+def retracted_of(memory_ids: Sequence[str]) -> list[str]:
+    """Those of ``memory_ids`` that are retracted now and not erased (in a bound block)."""
+    ids = sorted(set(memory_ids))[:500]
+    if not ids:
+        return []
+    return [r[0] for r in run(
+        f"SELECT memory_id FROM memories WHERE memory_id IN ({placeholders(len(ids))}) "
+        "AND status = 'retracted' AND forgotten = 0", ids).fetchall()]
+
+
+def restate(stored: StoredMemory, *, actor: str, key: str | None) -> None:
+    """Make the retracted ``stored`` active again: it was said again, new evidence
+    (audited as a ``restate`` event; inside a write transaction)."""
+    set_status(stored, Status.ACTIVE, reason="said again after it was retracted",
+               actor=actor, key=key, op="restate")
 
 
 def same_subject(memory_type: str, subject: str, *, exclude: str | None = None,
@@ -296,8 +323,9 @@ def reinforce(stored: StoredMemory, memory: MemoryInput, *, key: str) -> None:
 
 
 def set_status(stored: StoredMemory, status: Status, *, reason: str | None, actor: str,
-               key: str | None, by: str | None = None) -> None:
-    """Change the status of ``stored`` and audit it (inside a write transaction).
+               key: str | None, by: str | None = None, op: str | None = None) -> None:
+    """Change the status of ``stored`` and audit it (inside a write transaction); ``op``
+    names the audit event when it is not the status's own (``recover``, ``restate``).
 
     A supersede closes the older memory's window: its validTo becomes the time the newer
     one (``by``) became true, unless it already had one.
@@ -305,8 +333,8 @@ def set_status(stored: StoredMemory, status: Status, *, reason: str | None, acto
     closed = close_window(stored.memory_id, by) if status == Status.SUPERSEDED else None
     run("UPDATE memories SET status = ?, updated_at = ?, valid_to = COALESCE(?, valid_to) "
         "WHERE memory_id = ?", (status.value, format_ts(utc_now()), closed, stored.memory_id))
-    op = {Status.SUPERSEDED: "supersede", Status.RETRACTED: "retract",
-          Status.ACTIVE: "reactivate"}[status]
+    op = op or {Status.SUPERSEDED: "supersede", Status.RETRACTED: "retract",
+                Status.ACTIVE: "reactivate"}[status]
     add_event(op, [stored.memory_id, *([by] if by else [])], before={"status": stored.status},
               after={"status": status.value, **({"by": by} if by else {}),
                      **({"validTo": closed} if closed else {})},

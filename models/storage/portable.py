@@ -120,14 +120,21 @@ def rows(odb: OrchestratorDB, kind: str) -> Iterator[dict[str, Any]]:
 
 
 
-def existing_records(memory_ids: Sequence[str]) -> dict[str, tuple[str, str]]:
-    """``{memoryId: (type, content)}`` of these ids already stored (inside a bound block)."""
-    found: dict[str, tuple[str, str]] = {}
+def stored_lines(odb: OrchestratorDB, memory_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """``{memoryId: its records line as an export writes it}`` of these ids already
+    stored (inside a bound block)."""
+    cols = columns("records")
+    select = ", ".join(f"t.{c.column}" for c in cols)
+    found: dict[str, dict[str, Any]] = {}
     for start in range(0, len(memory_ids), 500):
         chunk = list(memory_ids[start:start + 500])
-        for row in MemoryRow.select(MemoryRow.memory_id, MemoryRow.type, MemoryRow.content) \
-                .where(MemoryRow.memory_id.in_(chunk)):
-            found[row.memory_id] = (row.type, row.content)
+        cursor = odb.db.execute_sql(
+            f"SELECT {select} FROM memories AS t WHERE t.memory_id IN "
+            f"({', '.join('?' * len(chunk))})", chunk)
+        for values in cursor:
+            line = {c.key: (json.loads(v) if c.kind == "json" and v is not None else v)
+                    for c, v in zip(cols, values, strict=True)}
+            found[line["memoryId"]] = line
     return found
 
 

@@ -100,6 +100,7 @@ def test_recall_takes_as_of_latest_route_and_episodes(http: httpx.Client,
     url, auth = f"{BASE}/{ALPHA}/recall", api.auth(ALPHA)
     for params, local in (
             ({"asOf": "2000-01-01T00:00:00Z"}, {"as_of": "2000-01-01T00:00:00Z"}),
+            ({"knownAt": "2000-01-01T00:00:00Z"}, {"known_at": "2000-01-01T00:00:00Z"}),
             ({"latest": "true", "route": "true"}, {"latest": True, "route": True}),
             ({"episodes": "true"}, {"episodes": True})):
         response = http.get(url, headers=auth, params={"q": "where is the lab?", **params})
@@ -114,6 +115,11 @@ def test_recall_takes_as_of_latest_route_and_episodes(http: httpx.Client,
         body = _error(http.get(url, headers=auth, params={"q": "lab", "asOf": bad}), 422,
                       "validation")
         assert "as_of" in body["message"], body
+    body = _error(http.get(url, headers=auth, params={"q": "lab", "knownAt": "yesterday"}),
+                  422, "validation")
+    assert "known_at" in body["message"], body
+    assert http.get(url, headers=auth, params={"q": "lab", "knownAt": "2000-01-01T00:00:00Z"}
+                    ).json()["nodes"] == []  # nothing had been stored then
 
 
 def test_writeback_validates_with_the_workers_models(http: httpx.Client,

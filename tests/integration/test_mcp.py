@@ -23,7 +23,7 @@ from orchmem.worker.mcp_http import mcp_http_app
 from orchmem.worker.tokens import TokenStore
 
 FOREIGN = "m-00000000-0000000000000000"
-TOOLS = {"remember", "recall", "bulletin", "forget", "supersede"}
+TOOLS = {"remember", "recall", "bulletin", "forget", "recover", "supersede"}
 
 
 async def _session(params: StdioServerParameters) -> dict[str, Any]:
@@ -136,6 +136,8 @@ async def _time_session(params: StdioServerParameters) -> dict[str, Any]:
         seen["history"] = (await recall(include_inactive=True)).structured_content
         seen["latest"] = (await recall(include_inactive=True, latest=True)).structured_content
         seen["before"] = (await recall(as_of="2001-01-01T00:00:00Z")).structured_content
+        seen["unknown"] = (await recall(known_at="2001-01-01T00:00:00Z")).structured_content
+        seen["bad_known"] = await recall(known_at="last tuesday")
         seen["routed"] = (await recall(route=True)).structured_content
         seen["episodes"] = (await recall(episodes=True)).structured_content
         seen["bad"] = await recall(as_of="last tuesday")
@@ -163,7 +165,11 @@ def test_mcp_recall_takes_as_of_latest_route_and_episodes_like_the_client(
                                    env=settings_env(settings))
     seen = anyio.run(_time_session, params)
 
-    assert {"as_of", "latest", "route", "episodes"} <= set(seen["schema"])
+    assert {"as_of", "known_at", "latest", "route", "episodes"} <= set(seen["schema"])
+    assert seen["unknown"]["memories"] == []
+    assert seen["unknown"]["plan"]["knownAt"] == "2001-01-01T00:00:00.000000Z"
+    assert seen["bad_known"].is_error and "validation: known_at" in \
+        seen["bad_known"].content[0].text
     assert {m["memoryId"] for m in seen["history"]["memories"]} == {old_id, new_id}
     assert [m["memoryId"] for m in seen["latest"]["memories"]] == [new_id]
     assert seen["latest"]["plan"]["latest"] is True

@@ -133,7 +133,9 @@ def test_a_remote_recall_asks_the_reader_about_time_and_episodes(
     asks: list[dict[str, Any]] = [
         {"as_of": "2026-02-01T00:00:00+00:00"}, {"latest": True},
         {"route": True}, {"route": False}, {"episodes": True},
-        {"as_of": datetime(2026, 2, 1, tzinfo=UTC), "latest": True}]
+        {"as_of": datetime(2026, 2, 1, tzinfo=UTC), "latest": True},
+        {"known_at": "2026-03-01T00:00:00+00:00"},
+        {"as_of": "2026-02-01T00:00:00+00:00", "known_at": datetime.now(UTC)}]
     for asked in asks:
         mine = local.recall("where is the team offsite?", **asked)
         theirs = remote.recall("where is the team offsite?", **asked)

@@ -131,15 +131,43 @@ def test_recall_as_of_returns_what_was_valid_and_known_then(databases: Databases
     assert recall(ORCH, query, databases=databases, as_of=ts(90)).memory_ids == []
 
 
-def test_as_of_does_not_see_what_was_learnt_later(databases: Databases,
-                                                  embedder: Embedder) -> None:
+def test_as_of_is_valid_time_and_known_at_transaction_time(databases: Databases,
+                                                            embedder: Embedder) -> None:
     odb = databases.open(ORCH)
     # True since 50 days ago, but only told to us 10 days ago.
     learnt = write(odb, embedder, "k1", content="The office has a rooftop garden",
                    createdAt=ts(10), validFrom=ts(50))
     query = "Does the office have a garden?"
-    assert recall(ORCH, query, databases=databases, as_of=ts(30)).memory_ids == []
-    assert recall(ORCH, query, databases=databases, as_of=ts(5)).memory_ids == [learnt]
+    # what was true 30 days ago, whenever we were told: the garden
+    then = recall(ORCH, query, databases=databases, as_of=ts(30))
+    assert then.memory_ids == [learnt]
+    assert then.plan is not None and then.plan["knownAt"] is None
+    assert recall(ORCH, query, databases=databases, as_of=ts(60)).memory_ids == []
+    # what we had been told by 30 days ago: nothing yet
+    assert recall(ORCH, query, databases=databases, known_at=ts(30)).memory_ids == []
+    assert recall(ORCH, query, databases=databases, known_at=ts(5)).memory_ids == [learnt]
+    # both: true 30 days ago as we knew it then (not yet), as we knew it 5 days ago (yes)
+    assert recall(ORCH, query, databases=databases, as_of=ts(30),
+                  known_at=ts(20)).memory_ids == []
+    assert recall(ORCH, query, databases=databases, as_of=ts(30),
+                  known_at=ts(5)).memory_ids == [learnt]
+    with pytest.raises(MemoryValidationError, match="known_at"):
+        recall(ORCH, query, databases=databases, known_at="last week")
+
+
+def test_a_conversation_imported_today_answers_for_its_own_dates(
+        databases: Databases, embedder: Embedder) -> None:
+    odb = databases.open(ORCH)
+    # stored now, said in May 2023 (a LoCoMo-style session with its own dates)
+    said = write(odb, embedder, "k1", content="Caroline went to the LGBTQ support group",
+                 validFrom="2023-05-07T13:56:00+00:00")
+    query = "When did Caroline go to the support group?"
+    may = recall(ORCH, query, databases=databases, as_of="2023-05-20T00:00:00+00:00")
+    assert may.memory_ids == [said]
+    assert recall(ORCH, query, databases=databases,
+                  as_of="2023-04-01T00:00:00+00:00").memory_ids == []
+    assert recall(ORCH, query, databases=databases, as_of="2023-05-20T00:00:00+00:00",
+                  known_at="2023-05-20T00:00:00+00:00").memory_ids == []
 
 
 @pytest.mark.parametrize("as_of", [
@@ -294,6 +322,10 @@ def test_the_recall_command_takes_as_of_latest_and_route(tmp_path: Path,
     then = run("--as-of", ts(40), "--json")
     assert then.exit_code == 0, then.output
     assert [n["memory"]["memoryId"] for n in json.loads(then.output)["nodes"]] == [porto]
+    known = run("--known-at", ts(40), "--json")
+    assert known.exit_code == 0, known.output
+    assert [n["memory"]["memoryId"] for n in json.loads(known.output)["nodes"]] == [porto]
+    assert json.loads(known.output)["plan"]["knownAt"] is not None
     latest = run("--latest", "--route", "--json")
     assert latest.exit_code == 0, latest.output
     bundle = json.loads(latest.output)
@@ -304,6 +336,8 @@ def test_the_recall_command_takes_as_of_latest_and_route(tmp_path: Path,
     assert json.loads(run("--json").output)["plan"]["intent"] == "semantic"  # on by default
     future = run("--as-of", (NOW + timedelta(days=3)).isoformat())
     assert future.exit_code != 0 and "as_of" in future.output and "future" in future.output
+    bad = run("--known-at", "someday")
+    assert bad.exit_code != 0 and "known_at" in bad.output
 
 
 def test_latest_as_of_a_time_stops_at_what_was_known_then(databases: Databases,

@@ -21,17 +21,25 @@ T = "2024-05-01T00:00:00.000000Z"
 BEFORE, AFTER = "2024-04-01T00:00:00.000000Z", "2024-05-15T00:00:00.000000Z"
 
 
-def at(when: str, **row: str | None) -> bool:
+def at(when: str | None, known: str | None = None, **row: str | None) -> bool:
     fields: dict[str, str | None] = {"status": "active", "created_at": BEFORE,
                                      "updated_at": BEFORE, "valid_from": None,
                                      "valid_to": None, **row}
-    return valid_at(when, **fields)  # type: ignore[arg-type]
+    return valid_at(when, known=known, **fields)  # type: ignore[arg-type]
 
 
 def test_valid_and_known_at() -> None:
     assert at(T)  # stored before, open window
-    assert not at(T, created_at=AFTER)  # not known yet
-    assert not at(T, created_at=AFTER, valid_from=BEFORE)  # true then, but learnt later
+    assert not at(T, created_at=AFTER)  # said later, no validFrom: true since said
+    # true then, learnt later: valid time sees it, transaction time does not
+    assert at(T, created_at=AFTER, valid_from=BEFORE)
+    assert not at(T, T, created_at=AFTER, valid_from=BEFORE)
+    assert not at(None, T, created_at=AFTER, valid_from=BEFORE)
+    assert at(None, AFTER, created_at=AFTER, valid_from=BEFORE)
+    # known at T: a memory superseded after T was what we believed then, not one before
+    assert at(None, T, status="superseded", updated_at=AFTER)
+    assert not at(None, AFTER, status="superseded", updated_at=T)
+    assert not at(None, T, status="retracted")
     assert not at(T, valid_from=AFTER)  # not true yet
     assert at(T, valid_to=AFTER) and not at(T, valid_to=T) and not at(T, valid_to=BEFORE)
     assert not at(T, status="retracted")

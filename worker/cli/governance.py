@@ -1,4 +1,4 @@
-"""Governance commands (issue 16): ``forget`` by id and by policy, ``patch``,
+"""Governance commands: ``forget`` by id and by policy, ``recover``, ``patch``,
 ``invalidate``."""
 
 from __future__ import annotations
@@ -57,6 +57,22 @@ def forget(cli: Cli, orchestrator_id: str, memory_ids: tuple[str, ...], before: 
     how = "would be forgotten" if dry_run else ("forgotten (hard: erased)" if hard
                                                 else "forgotten (soft)")
     emit(value, as_json, "\n".join([*value["memoryIds"], f"{value['count']} {how}"]))
+
+
+@click.command()
+@orch_option
+@click.argument("memory_id")
+@click.option("--reason", help="Why (kept in the audit log).")
+@KEY
+@json_option
+@pass_cli
+def recover(cli: Cli, orchestrator_id: str, memory_id: str, reason: str | None,
+            idempotency_key: str | None, as_json: bool) -> None:
+    """Make a soft-forgotten (retracted) MEMORY_ID active again; a hard-forgotten one is
+    erased and cannot come back (error code erased)."""
+    value = _run_edit(cli, orchestrator_id, {"op": "recover", "memoryId": memory_id,
+                                             "reason": reason}, as_json, idempotency_key)
+    emit(value, as_json, f"{memory_id} recovered (active)")
 
 
 @click.command()
@@ -124,4 +140,4 @@ def retention(cli: Cli, orchestrator_id: str, dry_run: bool, as_json: bool) -> N
     emit(value, as_json, f"{value['count']} {how} ({value['soft']} soft, {value['hard']} hard)")
 
 
-COMMANDS = [forget, patch, invalidate, retention]
+COMMANDS = [forget, recover, patch, invalidate, retention]

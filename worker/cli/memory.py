@@ -11,6 +11,7 @@ import click
 from celery.exceptions import TimeoutError as CeleryTimeout
 
 from orchmem.config import BrokerUnavailable, OrchmemError, Settings
+from orchmem.models.ingest_files import settle_s
 from orchmem.models.payloads import DEFAULT_SOURCE, check_writeback
 from orchmem.models.recall import RecallBundle
 from orchmem.models.recall import recall as recall_memories
@@ -302,7 +303,9 @@ def stats(cli: Cli, orchestrator_id: str | None, missing_ok: bool, as_json: bool
               help="Also restricted memories (needs --purpose; audited in memory.log).")
 @click.option("--purpose", metavar="TEXT", help="Why restricted memories are read.")
 @click.option("--as-of", "as_of", metavar="TIME",
-              help="What was valid and known at TIME (ISO 8601 with a time zone).")
+              help="What was true at TIME (valid time; ISO 8601 with a time zone).")
+@click.option("--known-at", "known_at", metavar="TIME",
+              help="What had been stored by TIME (transaction time; ISO 8601 with a zone).")
 @click.option("--latest", is_flag=True, help="Follow Updates chains to the newest memory.")
 @click.option("--route/--no-route", default=None,
               help="Plan the recall by the kind of question (time window, neighbours, "
@@ -315,7 +318,8 @@ def recall(cli: Cli, orchestrator_id: str, query: str, top_n: int | None, types:
            include_inactive: bool, mode: str, local: bool, missing_ok: bool,
            as_json: bool, session_id: str | None, project_id: str | None,
            tags: tuple[str, ...], include_restricted: bool, purpose: str | None,
-           as_of: str | None, latest: bool, route: bool | None) -> None:
+           as_of: str | None, known_at: str | None, latest: bool,
+           route: bool | None) -> None:
     """Recall the memories most relevant to QUERY (hybrid: vectors + full text, fused by RRF).
 
     When `orchmem up` runs (its reader answers within 0.5 s), the reader answers, in
@@ -328,7 +332,7 @@ def recall(cli: Cli, orchestrator_id: str, query: str, top_n: int | None, types:
     except OrchmemError as exc:
         fail(exc, as_json)
         return
-    timed = as_of is not None or latest or route is not None
+    timed = as_of is not None or known_at is not None or latest or route is not None
     bundle = None if local or mode != "hybrid" or view.include_restricted or timed else \
         from_reader(
         cli.settings, orchestrator_id, query, top_n=top_n, types=list(types) or None,
@@ -339,8 +343,8 @@ def recall(cli: Cli, orchestrator_id: str, query: str, top_n: int | None, types:
                                  databases=Databases(cli.settings, readonly=True),
                                  top_n=top_n, types=list(types) or None,
                                  include_inactive=include_inactive, mode=mode, view=view,
-                                 purpose=purpose, as_of=as_of, latest=latest,
-                                 route=route)
+                                 purpose=purpose, as_of=as_of, known_at=known_at,
+                                 latest=latest, route=route)
     lines = []
     for item in bundle.nodes:
         m = item.memory
@@ -357,7 +361,9 @@ def recall(cli: Cli, orchestrator_id: str, query: str, top_n: int | None, types:
 
 @click.command()
 @orch_option
-@click.option("--wait", is_flag=True, help="Wait for the scan and print each file's outcome.")
+@click.option("--wait", is_flag=True, help="Wait for the scan and print each file's outcome; "
+              "files dropped less than memory.ingest.min_file_age_s ago are waited for "
+              "(at most that long) and taken, not skipped.")
 @json_option
 @pass_cli
 def ingest(cli: Cli, orchestrator_id: str, wait: bool, as_json: bool) -> None:
@@ -370,6 +376,9 @@ def ingest(cli: Cli, orchestrator_id: str, wait: bool, as_json: bool) -> None:
     if not settings.memory_for(orchestrator_id).ingest.enabled:
         raise click.ClickException(f"ingest is disabled for {orchestrator_id!r} "
                                    "(memory.ingest.enabled = false)")
+    if wait:  # the files found now are waited for, not left as too new for the next scan
+        workspace = Workspace.for_orchestrator(settings, orchestrator_id)
+        time.sleep(max(0.0, settle_s(workspace, settings.memory_for(orchestrator_id).ingest)))
     stamp = time.strftime("%Y%m%dT%H%M%S")
     app = create_app(settings)
     _, result = publish(app, INGEST_SCAN, orchestrator_id, "ingest",

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import click
 
-from orchmem.config import MemoryNotFound
+from orchmem.config import ImportRejected, MemoryNotFound
 from orchmem.models.embedding import get_embedder
 from orchmem.models.export import export_jsonl, export_markdown
 from orchmem.models.import_files import read_manifest
 from orchmem.models.importer import import_folder
 from orchmem.models.storage.database import Databases
 
-from .common import Cli, emit, json_option, orch_option, pass_cli
+from .common import Cli, emit, fail, json_option, orch_option, pass_cli
 
 
 @click.command(name="export")
@@ -68,10 +68,14 @@ def export(cli: Cli, orchestrator_id: str, out_dir: str, include_restricted: boo
 @click.option("--skip-conflicts", is_flag=True,
               help="Leave out memoryIds stored with other content (reported) and import the "
                    "rest. Default: any conflict imports nothing.")
+@click.option("--apply-edits", is_flag=True,
+              help="Apply lines of records.jsonl edited since the export as audited edits "
+                   "(patch; supersede for content). Default: an edited line imports nothing "
+                   "and is named.")
 @json_option
 @pass_cli
 def import_(cli: Cli, orchestrator_id: str, folder: str, skip_conflicts: bool,
-            as_json: bool) -> None:
+            apply_edits: bool, as_json: bool) -> None:
     """Import an export FOLDER into an orchestrator (new, or merging), all or nothing.
 
     The manifest's hashes are checked first; a bad line (file, line and field named) or a
@@ -94,7 +98,14 @@ def import_(cli: Cli, orchestrator_id: str, folder: str, skip_conflicts: bool,
 
             report = import_folder(odb, Path(folder).resolve(), embedder=embedder,
                                    batch_size=settings.embedding.batch_size,
-                                   skip_conflicts=skip_conflicts, progress=progress)
+                                   skip_conflicts=skip_conflicts, progress=progress,
+                                   apply_edits=apply_edits)
+    except ImportRejected as exc:
+        if not as_json:  # each line and field it names, then the one-line error
+            for error in exc.errors:
+                click.echo(f"{error['path']}: {error['message']}", err=True)
+        fail(exc, as_json)
+        return
     finally:
         databases.close_all()
     written = report["written"]
@@ -103,6 +114,11 @@ def import_(cli: Cli, orchestrator_id: str, folder: str, skip_conflicts: bool,
              f"{written['vectors']} vectors ({report['vectorsFromFile']} from the export's "
              f"vectors.jsonl); {report['skipped']} already present"]
     lines += [f"conflict left out: {c['path']}: {c['message']}" for c in report["conflicts"]]
+    lines += [f"edit applied: {e['memoryId']} (line {e['line']}): "
+              + ", ".join([*(f"patched {f}" for f in e.get("patched", [])),
+                           *([f"superseded by {e['supersededBy']}"]
+                             if "supersededBy" in e else [])])
+              for e in report["edits"]]
     emit({"ok": True, "orchestratorId": orchestrator_id, **report}, as_json, "\n".join(lines))
 
 
