@@ -68,6 +68,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "reembed": ("ops", "reembed",
                'Re-embed memories whose vector is missing or from another model, in the '
                'background.'),
+    "recover": ("governance", "recover",
+               'Make a soft-forgotten (retracted) MEMORY_ID active again; a hard-forgotten one '
+               'is erased and cannot come back (error code erased).'),
     "reflect": ("reflection", "reflect",
                'Reflect now (through the queue): topics, insights, proposals, crystals, '
                'working.md.'),
