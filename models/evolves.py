@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from .reconcile import BROAD_SUBJECTS
+from .reconcile import broad
 from .storage.reflection import StoredUnit
 
 Relation = Literal["replaces", "challenges", "refines"]
@@ -90,7 +90,7 @@ def relation_of(newer: StoredUnit, older: StoredUnit, cosine: float
     """The relation newer -> older, its reason and confidence, or None (the rules above)."""
     if newer.subject and newer.subject == older.subject and newer.type == older.type \
             and (newer.value or "") != (older.value or "") \
-            and (newer.subject not in BROAD_SUBJECTS or cosine >= CLOSE):
+            and (not broad(newer.subject) or cosine >= CLOSE):
         if newer.stated and newer.confidence >= older.confidence:
             return "replaces", f"restates {newer.subject} with another value", 0.9
         return "challenges", f"another value for {newer.subject}", 0.75

@@ -134,6 +134,16 @@ _ENDS_ON = (r" (?:ends|expires|renews|starts|begins|opens|closes|departs|leaves|
 _RUNS_ON = (r" (?:runs on|is hosted on|is hosted at|is built (?:on|with)|is written in|"
             r"is deployed (?:on|to)|lives on|uses) ")
 _IS_NUMBER = r" (?:is|are) (?:about |around |roughly |only |just )?[$€£]?\d"
+#: Someone other than the speaker, named at the start of a sentence: "The customer",
+#: "My manager", "Sarah", "She" (one to three words; never "it", "this", "what"...).
+_WHO = (r"(?P<who>(?!(?:it|this|that|there|here|what|which|who|whoever|nobody|no one|"
+        r"everyone|everybody|anyone|i|you)\b)(?:[\w'-]+ ){0,2}?[\w'-]+)")
+#: The user as a note calls them: "The user prefers ...", or no one at all ("Prefers tea").
+_THE_USER = r"(?:(?:the )?user )?"
+_OFTEN = r"(?:really |usually |generally |always |strongly |still |much |definitely |also )?"
+_PREFERS = r"(?:prefers|favou?rs|would rather|'d rather)\b"
+_LIKES = (r"(?:likes|loves|enjoys|adores|hates|dislikes|detests|can't stand|cannot stand|"
+          r"does(?:n't| not) like|is (?:a )?(?:huge |big )?fan of)\b")
 
 #: In priority order: the first rule that matches a sentence decides its type.
 RULES: tuple[Rule, ...] = (
@@ -207,6 +217,9 @@ RULES: tuple[Rule, ...] = (
          _r(r"\bi (?:really |much |strongly |generally |usually |always |definitely |still )?"
             r"(?:prefer|favou?r)\b (?P<v>.+)"), "prefer"),
     Rule(MemoryType.PREFERENCE, _r(r"\bi'?d rather (?P<v>.+)"), "prefer"),
+    Rule(MemoryType.PREFERENCE, _r(rf"^{_THE_USER}{_OFTEN}{_PREFERS} (?P<v>.+)"), "prefer"),
+    Rule(MemoryType.PREFERENCE, _r(rf"^{_WHO} {_OFTEN}{_PREFERS} (?P<v>.+)"), "prefer:{who}"),
+    Rule(MemoryType.PREFERENCE, _r(rf"^(?:{_WHO} )?{_OFTEN}{_LIKES} (?P<v>.+)")),
     Rule(MemoryType.PREFERENCE, _r(r"^(?:please\s+)?(?:always|never)\s+(?P<v>\w+ .+)"),
          "instruction"),
     Rule(MemoryType.PREFERENCE,

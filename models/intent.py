@@ -13,6 +13,18 @@ import re
 
 from .schema import MemoryType
 
+#: A question about who someone is: their name ("what is the user's name?", "what is
+#: she called?"), how to address them, "who am I". A thing's name ("the name of the
+#: restaurant") is not asked here: the name must belong to a person word.
+_PERSON = (r"(?:my|your|his|her|their|the (?:user|customer|client|person)(?:'s)?|"
+           r"(?:user|customer|client)'s)")
+_SOMEONE = r"(?:me|him|her|them|the (?:user|customer|client))"
+IDENTITY_QUESTION = (rf"\b(who am i|who is (?:the|this) (?:user|customer|client)(?!')|identity|"
+                     rf"{_PERSON} (?:full |first |last |real |preferred |nick)?name|"
+                     r"what (?:is|are|am|do|does|should) "
+                     r"(?:i|we|you|he|she|they|the (?:user|customer|client)) (?:be )?called|"
+                     rf"call {_SOMEONE}|address {_SOMEONE})\b")
+
 _RULES: tuple[tuple[re.Pattern[str], MemoryType], ...] = tuple(
     (re.compile(pattern, re.IGNORECASE), memory_type) for pattern, memory_type in (
         (r"\b(decid\w*|decision\w*|agreed|settled on|chose|chosen|go ahead)\b",
@@ -21,7 +33,7 @@ _RULES: tuple[tuple[re.Pattern[str], MemoryType], ...] = tuple(
         (r"\b(todos?|to-dos?|to do|remind\w*|left to do|open items?)\b",
          MemoryType.TODO),
         (r"\b(goals?|aim\w*|objectives?|trying to achieve)\b", MemoryType.GOAL),
-        (r"\b(who am i|my name|who is the user|identity)\b", MemoryType.IDENTITY),
+        (IDENTITY_QUESTION, MemoryType.IDENTITY),
     ))
 
 #: Characters of a query the rules look at (a question, not a document).

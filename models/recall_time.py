@@ -12,7 +12,7 @@
 - substance: a memory that only asks, or says almost nothing, has its score lowered
   after the expansion (models/substance.py), so it still hands its score on first;
   for a question about when, not one that names a day ("Alright, see you tomorrow!"
-  says when, however short);
+  says when, however short), nor one of a type the question asks for;
 - latest state: each memory is replaced by the head of its Updates chain.
 
 Each step takes and returns ranked lists (models/ranking.py); rows are the node rows
@@ -214,7 +214,10 @@ def weigh_substance(odb: OrchestratorDB, ranked: list[Ranked], rows: Mapping[str
     """Lower the score of a memory that asks (x asks factor) or is terse (x terse factor);
     the contents of neighbours the expansion added are read here. With
     ``dated_substance``, a question about when (a window, or the dated favour) keeps the
-    score of a memory whose content names a day: short or asking, it still says when."""
+    score of a memory whose content names a day: short or asking, it still says when.
+    A memory of a type the question asks for (its intent modifier is above 1) keeps its
+    score too: "My name is Dana." is terse, and it is the answer to "what is the user's
+    name?" (models/intent.py)."""
     factors = {Kind.ASKS: plan.asks_factor, Kind.TERSE: plan.terse_factor, Kind.STATES: 1.0}
     if all(f == 1.0 for f in factors.values()) or not ranked:
         return ranked
@@ -223,7 +226,8 @@ def weigh_substance(odb: OrchestratorDB, ranked: list[Ranked], rows: Mapping[str
     kept = {m for m, row in rows.items() if row[_REFS]} if when else set()
     out = []
     for r in ranked:
-        factor = 1.0 if r.memory_id in kept else factors[kinds[r.memory_id]]
+        asked_for = r.modifiers.intent > 1.0
+        factor = 1.0 if asked_for or r.memory_id in kept else factors[kinds[r.memory_id]]
         # x * 1.0 is x: most memories state something and keep their object
         out.append(r if factor == 1.0 else replace(r, score=r.score * factor))
     return sorted(out, key=lambda r: (-r.score, r.memory_id))

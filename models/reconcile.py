@@ -11,14 +11,18 @@ For each proposed memory, inside the write transaction, in this order:
    overlap (Jaccard) of at least 0.6. Embeddings alone would merge "the code is 8082"
    into "the code is 3468"; a merge must never lose a fact.
 2. **Same subject, same value.** An active memory of the same type that fills the same
-   exclusive slot (``subject``) with the same value is a restatement: reinforced.
+   exclusive slot (``subject``) with the same value, or a preference the candidate only
+   restates (models/preferences.py), is a restatement: reinforced.
    Either way, a statement this memory already holds (the same words from the same
    conversation, workflow run and step, or file: a transcript sent again under a new
    key) changes nothing: no confidence, no source row, no event.
 3. **Same subject, another value.** The candidate is stored, then linked to each such
    older memory (for the broad subjects "prefer", "decision" and "instruction" only
    when their vectors are at cosine >= ``related_similarity``, so "I prefer tea" does
-   not touch "I prefer window seats"). The policy:
+   not touch "I prefer window seats"; two opposite preferences, "I prefer coffee to
+   tea" and "Prefers tea", are linked whatever their cosine, and are never merged as
+   near-duplicates: models/preferences.py). A third person's preference ("The
+   customer prefers email") has a subject of its own, ``prefer:customer``. The policy:
 
    - the candidate was stated by the user (their own words, not hedged, not inferred)
      with confidence >= the older one's: the older memory becomes ``superseded`` and an
@@ -46,11 +50,13 @@ import numpy as np
 from orchmem.config.memory_settings import WritebackSettings
 
 from .extraction import Candidate, subject_of
+from .preferences import opposite, restates
 from .schema import (
     CapturedBy,
     EdgeInput,
     EdgeType,
     MemoryInput,
+    MemoryType,
     Status,
     content_fingerprint,
     format_ts,
@@ -65,6 +71,13 @@ from .storage.vectors import VectorIndex, dot
 
 #: Subjects too broad to link on their own: the vectors must agree as well.
 BROAD_SUBJECTS = frozenset({"prefer", "decision", "instruction"})
+#: Broad too: the preferences of one named person ("prefer:customer").
+BROAD_PREFIX = "prefer:"
+
+
+def broad(subject: str | None) -> bool:
+    """True for a subject too broad to link two memories on its own."""
+    return subject in BROAD_SUBJECTS or (subject or "").startswith(BROAD_PREFIX)
 
 
 @dataclass(frozen=True)
@@ -156,14 +169,13 @@ def related(proposed: Proposed, same_subject: Sequence[tuple[StoredMemory, float
 
     ``same_subject`` pairs each active memory of the subject with the cosine of its
     vector to ``proposed``'s (None when either has none). A broad subject links only
-    memories at cosine >= ``related_similarity``.
+    memories at cosine >= ``related_similarity``, and opposite preferences.
     """
-    if proposed.subject not in BROAD_SUBJECTS:
+    if not broad(proposed.subject):
         return [stored for stored, _ in same_subject]
-    if proposed.vector is None:
-        return []
     return [stored for stored, cosine in same_subject
-            if cosine is not None and cosine >= related_similarity]
+            if (cosine is not None and proposed.vector is not None
+                and cosine >= related_similarity) or _opposite_preferences(proposed, stored)]
 
 
 def decide(proposed: Proposed, *, duplicate: StoredMemory | None,
@@ -192,14 +204,29 @@ def _near_duplicate(proposed: Proposed, similar: Sequence[tuple[StoredMemory, fl
         return None
     close = sorted(((cosine, stored.memory_id, stored) for stored, cosine in similar
                     if cosine >= dedup_similarity), key=lambda c: (c[0], c[1]), reverse=True)
-    return next((stored for _, _, stored in close
-                 if same_gist(stored.content, proposed.memory.content)), None)
+    content = proposed.memory.content
+    return next((stored for _, _, stored in close if same_gist(stored.content, content)
+                 and not _opposite_preferences(proposed, stored)), None)
+
+
+def _both_preferences(proposed: Proposed, stored: StoredMemory) -> bool:
+    """True when the candidate and the stored memory are both Preferences."""
+    return (proposed.memory.type == MemoryType.PREFERENCE
+            and stored.type == MemoryType.PREFERENCE.value)
+
+
+def _opposite_preferences(proposed: Proposed, stored: StoredMemory) -> bool:
+    """True when both are preferences and one prefers what the other puts below."""
+    return _both_preferences(proposed, stored) and opposite(proposed.memory.content,
+                                                            stored.content)
 
 
 def _restatement(proposed: Proposed, linked: Sequence[StoredMemory]) -> StoredMemory | None:
     if not proposed.subject or proposed.value is None:
         return None
-    return next((s for s in linked if (s.value or "") == proposed.value), None)
+    return next((s for s in linked if (s.value or "") == proposed.value
+                 or (_both_preferences(proposed, s) and restates(proposed.memory.content,
+                                                                 s.content))), None)
 
 
 def link(proposed: Proposed, new_id: str, stored: StoredMemory) -> Link:

@@ -6,7 +6,7 @@ Five kinds, tried in this order (the first rule that fires wins):
 - ``entity_time``   a date or period in the question ("in May 2023", "last week") or a
   question about when ("when did...", "how long ago", "what year");
 - ``what_happened`` "what happened", "what did X do", "how did it go";
-- ``profile``       preferences and identity ("what does she like", "my name");
+- ``profile``       preferences and identity ("what does she like", "the user's name");
 - ``semantic``      anything else.
 
 A :class:`Plan` says what recall does beyond the hybrid search: the time window of the
@@ -30,6 +30,7 @@ from datetime import date, datetime
 from enum import StrEnum
 from typing import Any
 
+from .intent import IDENTITY_QUESTION
 from .speakers import named
 from .timeexpr import TimeRef, resolve, window
 
@@ -61,7 +62,7 @@ _HAPPENED = _rx(r"\b(what happened|what did \w+(?: \w+)? do|how did (it|that|the
                 r"what (has|have) \w+ (done|been doing)|what went|outcome|activities|"
                 r"what (events?|things) did)\b")
 _PROFILE = _rx(r"\b(prefer\w*|favou?rite|likes?|loves?|enjoys?|hates?|dislikes?|hobb(y|ies)|"
-               r"interest(s|ed)|my name|who am i|allerg\w*|personality|values|identity)\b")
+               r"interest(s|ed)|allerg\w*|personality|values)\b|" + IDENTITY_QUESTION)
 
 
 @dataclass(frozen=True)

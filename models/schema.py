@@ -46,6 +46,9 @@ from .workspace import Workspace
 
 
 class MemoryType(StrEnum):
+    """A memory's type; its name is matched in any case ("fact", "FACT") and stored as
+    written here ("Fact")."""
+
     FACT = "Fact"
     PREFERENCE = "Preference"
     DECISION = "Decision"
@@ -54,6 +57,14 @@ class MemoryType(StrEnum):
     OBSERVATION = "Observation"
     GOAL = "Goal"
     TODO = "Todo"
+
+    @classmethod
+    def _missing_(cls, value: object) -> MemoryType | None:
+        """The type whose name ``value`` spells in another case; None for no type."""
+        if not isinstance(value, str):
+            return None
+        folded = value.casefold()
+        return next((t for t in cls if t.value.casefold() == folded), None)
 
 
 class EdgeType(StrEnum):

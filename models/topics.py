@@ -5,8 +5,8 @@ A topic is a plain string kept beside the memory (``memory_topics``; ``topic`` i
 1. **Rules.** A memory whose extractor filled an exclusive slot (``subject``,
    models/extraction.py) belongs to that slot's topic: ``subject:identity:location``,
    ``subject:allergy``, ``subject:like:coffee``. The broad slots ``prefer``,
-   ``decision`` and ``instruction`` say too little on their own (see
-   :data:`orchmem.models.reconcile.BROAD_SUBJECTS`) and go to step 2.
+   ``decision`` and ``instruction`` (and a named person's ``prefer:customer``) say too
+   little on their own (see :func:`orchmem.models.reconcile.broad`) and go to step 2.
 2. **Clusters.** The others are taken oldest first (``createdAt``, then memoryId); each
    joins the topic of the first earlier cluster leader whose vector is at cosine >=
    ``memory.reflect.topic_similarity``, or starts a topic of its own and leads it.
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .reconcile import BROAD_SUBJECTS
+from .reconcile import broad
 
 SUBJECT_PREFIX = "subject:"
 CLUSTER_PREFIX = "about:"
@@ -62,7 +62,7 @@ TIME_WORDS = frozenset({"now", "currently", "still", "today", "anymore", "also",
 
 def rule_topic(subject: str | None) -> str | None:
     """The topic an extractor's slot names, or None for no slot or a broad one."""
-    if not subject or subject in BROAD_SUBJECTS:
+    if not subject or broad(subject):
         return None
     kind, colon, rest = subject.partition(":")
     if colon:

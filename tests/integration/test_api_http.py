@@ -122,6 +122,19 @@ def test_recall_takes_as_of_latest_route_and_episodes(http: httpx.Client,
                     ).json()["nodes"] == []  # nothing had been stored then
 
 
+def test_memory_types_are_matched_in_any_case_and_stored_by_their_name(
+        http: httpx.Client, api: ApiServer) -> None:
+    response = http.post(f"{BASE}/{BETA}/writeback", headers=api.auth(BETA), json={
+        "memories": [_memory("The parking garage closes at midnight", "fact")]})
+    assert response.status_code == 200, response.text
+    [fact_id] = response.json()["result"]["memoryIds"]
+    response = http.get(f"{BASE}/{BETA}/recall", headers=api.auth(BETA),
+                        params={"q": "when does the parking garage close?", "type": "FACT"})
+    assert response.status_code == 200, response.text
+    [node] = response.json()["nodes"]
+    assert (node["memory"]["memoryId"], node["memory"]["type"]) == (fact_id, "Fact")
+
+
 def test_writeback_validates_with_the_workers_models(http: httpx.Client,
                                                      api: ApiServer) -> None:
     url = f"{BASE}/{ALPHA}/writeback"

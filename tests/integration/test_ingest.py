@@ -108,7 +108,7 @@ REJECTS: dict[str, tuple[str, Any]] = {
     "nul.txt": ("binary", b"text\x00with nul"),
     "truncated.json": ("invalid_json", b'{"type": "Fact", "content": "cut'),
     "deep.json": ("invalid_json", b"[" * 5000 + b"]" * 5000),
-    "wrongtype.json": ("schema_violation", json.dumps({"type": "fact", "content": "x"})),
+    "wrongtype.json": ("schema_violation", json.dumps({"type": "facts", "content": "x"})),
     "badimportance.json": ("schema_violation",
                            json.dumps([{"type": "Fact", "content": "x", "importance": 500}])),
     "scalar.json": ("schema_violation", b"42"),

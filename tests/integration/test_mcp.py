@@ -50,6 +50,10 @@ async def _session(params: StdioServerParameters) -> dict[str, Any]:
         seen["foreign"] = await client.call_tool("forget", {"memory_id": FOREIGN})
         resource = await client.read_resource("memory://bulletin")
         seen["resource"] = resource.contents[0]
+        seen["lower"] = (await client.call_tool("remember", {
+            "content": "Book the venue for the offsite", "type": "todo"})).structured_content
+        seen["todo"] = (await client.call_tool("recall", {"query": "book the offsite venue"})
+                        ).structured_content
     return seen
 
 
@@ -75,6 +79,9 @@ def test_an_mcp_client_lists_the_tools_remembers_recalls_and_forgets(tmp_path: P
     assert "not_found" in seen["unknown"].content[0].text
     assert seen["foreign"].is_error and "scope_violation" in seen["foreign"].content[0].text
     assert seen["resource"].uri == "memory://bulletin"
+    todo = next(m for m in seen["todo"]["memories"]
+                if m["memoryId"] == seen["lower"]["memoryIds"][0])
+    assert todo["type"] == "Todo"  # "todo" is matched in any case and stored as its name
 
 
 async def _http_session(url: str, token: str) -> dict[str, Any]:

@@ -124,8 +124,10 @@ def test_types_filter_and_bad_types(databases: Databases, embedder: Embedder) ->
                          {"content": "Ship the beta docs", "type": "Todo"}])
     bundle = recall("types", "ship beta", databases=databases, types=["Goal"])
     assert [n.memory.type.value for n in bundle.nodes] == ["Goal"]
+    assert recall("types", "ship beta", databases=databases,
+                  types=["goal"]).memory_ids == bundle.memory_ids  # any case
     with pytest.raises(MemoryValidationError):
-        recall("types", "ship", databases=databases, types=["goal"])
+        recall("types", "ship", databases=databases, types=["goals"])
 
 
 def test_without_embeddings_recall_answers_from_full_text_and_says_so(

@@ -93,7 +93,7 @@ def test_two_orchestrators_write_to_two_files_and_never_see_each_other(
 
 
 @pytest.mark.parametrize("payload", [
-    {"memories": [{"type": "fact", "content": "x", "source": MANUAL}]},
+    {"memories": [{"type": "facts", "content": "x", "source": MANUAL}]},
     {"memories": [fact("x", importance=101)]},
     {"memories": [fact("x", confidence="high")]},
     {"memories": [{"content": "no type", "source": MANUAL}]},

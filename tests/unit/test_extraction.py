@@ -68,6 +68,42 @@ def test_hedged_statements_are_kept_with_low_confidence_and_as_inferred() -> Non
     assert candidate.confidence == 0.55 and candidate.stated is False
 
 
+#: Preferences of someone named at the start, or of no one (a note's "Prefers tea"), with
+#: their subject: the user's own ("prefer"), another person's ("prefer:<who>"), or none for
+#: likes and dislikes. The held-out ones were written before the rules and not tuned on.
+THIRD_PERSON = [("The customer prefers email over phone calls.", "prefer:customer"),
+                ("The user prefers green tea to coffee", "prefer"),
+                ("Prefers tea", "prefer")]
+THIRD_PERSON_HELD_OUT = [("My manager prefers short status updates.", "prefer:manager"),
+                         ("The client likes weekly summaries by email.", None),
+                         ("Sarah prefers morning meetings.", "prefer:sarah"),
+                         ("Our CEO hates long slide decks.", None),
+                         ("The team would rather use Slack than email.", "prefer:team"),
+                         ("Likes spicy food", None),
+                         ("She really prefers aisle seats.", "prefer:she"),
+                         ("Mark prefers tabs over spaces.", "prefer:mark"),
+                         ("His wife loves gardening.", None),
+                         ("Prefers concise answers without emojis", "prefer")]
+NOT_PREFERENCES_HELD_OUT = ["The customer called about a refund.",
+                            "The user asked for the invoice again.",
+                            "The customer asked whether we ship to Canada."]
+
+
+@pytest.mark.parametrize(("text", "subject"), THIRD_PERSON + THIRD_PERSON_HELD_OUT)
+def test_someone_elses_preference_is_a_preference(text: str, subject: str | None) -> None:
+    found = classify(text, stated=True)
+    assert found is not None and found.type == MemoryType.PREFERENCE
+    assert found.subject == subject
+    [from_document] = extract_document(text)
+    assert from_document.type == MemoryType.PREFERENCE
+
+
+@pytest.mark.parametrize("text", NOT_PREFERENCES_HELD_OUT)
+def test_what_someone_else_did_is_no_preference(text: str) -> None:
+    found = classify(text, stated=True)
+    assert found is None or found.type != MemoryType.PREFERENCE
+
+
 def test_only_user_messages_are_extracted() -> None:
     messages = [Message("user", "I prefer window seats."),
                 Message("assistant", "Great, I've noted that you prefer window seats."),

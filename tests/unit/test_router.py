@@ -23,6 +23,9 @@ NOW = datetime(2023, 5, 8, 12, 0, tzinfo=UTC)
     ("What does the user prefer to drink?", Intent.PROFILE),
     ("What are Melanie's hobbies?", Intent.PROFILE),
     ("Who is the user's manager?", Intent.SEMANTIC),
+    ("what is the user's name?", Intent.PROFILE),
+    ("What is the customer called?", Intent.PROFILE),
+    ("What is the name of the restaurant?", Intent.SEMANTIC),
     ("Which database does the team use?", Intent.SEMANTIC),
 ])
 def test_classify(query: str, intent: Intent) -> None:

@@ -45,6 +45,8 @@ class Cli:
 pass_cli = click.make_pass_decorator(Cli)
 
 TYPES = [t.value for t in MemoryType]
+#: ``--type``: a memory type in any case ("fact"), handed on as its stored name ("Fact").
+TYPE_CHOICE = click.Choice(TYPES, case_sensitive=False)
 STATUSES = [s.value for s in Status]
 
 

@@ -16,7 +16,7 @@ from orchmem.tasks.edits import EDIT
 
 from ..app import create_app
 from ..publish import publish
-from .common import TYPES, Cli, emit, fail, json_option, one_line, orch_option, pass_cli
+from .common import TYPE_CHOICE, Cli, emit, fail, json_option, one_line, orch_option, pass_cli
 from .governance_options import view_options
 from .memory import open_existing, wait_for
 
@@ -48,7 +48,7 @@ KEY = click.option("--idempotency-key", help="Edits with the same key happen onc
 @click.argument("memory_id")
 @click.option("--by", "by", metavar="NEW_ID", help="The memory that replaces it.")
 @click.option("--content", help="Or: the text of a new memory that replaces it.")
-@click.option("--type", "memory_type", type=click.Choice(TYPES),
+@click.option("--type", "memory_type", type=TYPE_CHOICE,
               help="Type of the new memory (default: the old one's).")
 @click.option("--reason", help="Why (kept in the audit log).")
 @KEY

@@ -35,7 +35,7 @@ from ..routing import all_queues, queue_for, shard_for
 from .common import (
     EXIT_UNAVAILABLE,
     STATUSES,
-    TYPES,
+    TYPE_CHOICE,
     Cli,
     emit,
     fail,
@@ -93,7 +93,7 @@ def wait_for(result: Any, timeout: float, as_json: bool) -> dict[str, Any]:
 
 @click.command()
 @orch_option
-@click.option("--type", "memory_type", required=True, type=click.Choice(TYPES),
+@click.option("--type", "memory_type", required=True, type=TYPE_CHOICE,
               help="Memory type.")
 @click.option("--content", required=True, help="The memory, as plain text.")
 @click.option("--summary", help="A short summary (default: the first sentence).")
@@ -149,7 +149,7 @@ def write(cli: Cli, orchestrator_id: str, memory_type: str, content: str, summar
 @orch_option
 @click.option("--status", type=click.Choice([*STATUSES, "any"]), default="active",
               show_default=True)
-@click.option("--type", "types", type=click.Choice(TYPES), multiple=True,
+@click.option("--type", "types", type=TYPE_CHOICE, multiple=True,
               help="Filter (repeatable).")
 @click.option("--limit", type=click.IntRange(1, 100_000), default=50, show_default=True)
 @view_options
@@ -291,7 +291,7 @@ def stats(cli: Cli, orchestrator_id: str | None, missing_ok: bool, as_json: bool
 @click.argument("query")
 @click.option("--top-n", type=click.IntRange(1, 1000), help="How many memories (default: "
               "memory.retrieval.top_n).")
-@click.option("--type", "types", type=click.Choice(TYPES), multiple=True,
+@click.option("--type", "types", type=TYPE_CHOICE, multiple=True,
               help="Only these types (repeatable).")
 @click.option("--all", "include_inactive", is_flag=True,
               help="Include superseded and retracted memories.")
