@@ -55,6 +55,8 @@ logger = logging.getLogger(__name__)
 MAX_PAYLOAD_BYTES = 8 * 1024 * 1024
 
 Body = Callable[[OrchestratorDB, str], dict[str, Any]]
+#: A read's answer for an orchestrator that has no memory yet.
+Absent = Callable[[], dict[str, Any]]
 
 
 @dataclass
@@ -75,12 +77,18 @@ class TaskRun:
                                **fields)
 
 
-def run(task: MemoryTask, orchestrator_id: Any, payload: Any, body: Body) -> dict[str, Any]:
-    """Run ``body`` for one delivery under every step of this module."""
+def run(task: MemoryTask, orchestrator_id: Any, payload: Any, body: Body,
+        absent: Absent | None = None) -> dict[str, Any]:
+    """Run ``body`` for one delivery under every step of this module. With ``absent``
+    (a read), an orchestrator that has no memory yet is not created: ``absent()`` is
+    the answer."""
     current = TaskRun(task, orchestrator_id, payload)
     with observed(current), retry_policy(current):
         check_scope(current)
-        open_database(current)
+        open_database(current, create=absent is None)
+        if current.odb is None and absent is not None:
+            current.outcome = "absent"
+            return absent()
         check_size(current.payload)
         current.key = key_of(current.orchestrator_id, task.kind, current.payload)
         return with_receipt(current, body) if task.tracked else _call(current, body)
@@ -120,8 +128,8 @@ def forward(current: TaskRun, arrived: str, expected: str) -> None:
     raise Ignore()
 
 
-def open_database(current: TaskRun) -> None:
-    current.odb = current.task.open_db(current.orchestrator_id)
+def open_database(current: TaskRun, *, create: bool = True) -> None:
+    current.odb = current.task.open_db(current.orchestrator_id, create=create)
 
 
 def check_size(payload: Any) -> None:
