@@ -15,7 +15,6 @@ against the orchestrator's :class:`~orchmem.models.workspace.Workspace`.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import unicodedata
 from datetime import UTC, datetime
@@ -43,7 +42,7 @@ from orchmem.config import (
 )
 
 from .governance import Metadata, Scope, Sensitivity, Tags, Tier, scope_error
-from .workspace import Workspace
+from .workspace import Workspace, stored_source_path
 
 
 class MemoryType(StrEnum):
@@ -260,11 +259,10 @@ class Source(WireModel):
     def _canonical_path(cls, value: str | None, info: ValidationInfo) -> str | None:
         if value is None:
             return None
-        context = info.context or {}
-        workspace = context.get("workspace")
+        workspace = (info.context or {}).get("workspace")
+        if (info.context or {}).get("stored"):  # read back: made canonical when written
+            return stored_source_path(value)
         if not isinstance(workspace, Workspace):
-            if context.get("stored"):  # made canonical when it was written
-                return _stored_path(value)
             raise ValueError("sourcePath can only be checked against an orchestrator's workspace")
         try:
             return workspace.canonical_source_path(value)
@@ -276,19 +274,6 @@ class Source(WireModel):
         if self.source_type in FILE_BACKED and not self.source_path:
             raise ValueError(f"sourceType {self.source_type.value} requires a sourcePath")
         return self
-
-
-def _stored_path(value: str) -> str:
-    """A sourcePath read back from storage: checked to be one, not resolved again (the
-    reading host may not have the orchestrator's workspace)."""
-    if not value or len(value) > 4096 or "\x00" in value or not os.path.isabs(value):
-        raise ValueError("must be an absolute path")
-    return value
-
-
-#: Validation context for data read back from storage (a reader's answer, a bundle):
-#: a memory read back is not new input, and its sourcePath was checked when written.
-STORED_DATA: dict[str, Any] = {"stored": True}
 
 
 class MemoryInput(WireModel):
@@ -480,7 +465,6 @@ def _message(err: Any) -> str:
 __all__ = [
     "FILE_BACKED",
     "MEMORY_ID_PATTERN",
-    "STORED_DATA",
     "CapturedBy",
     "EdgeInput",
     "EdgeType",

@@ -83,9 +83,8 @@ class MemoryClient(ReflectionMixin, GovernanceCalls, ContextCalls, LogCalls):
     ``ConfigError`` when the settings (``orchmem.toml``, ``ORCHMEM_*``, or this
     orchestrator's overrides) are invalid. It opens no file and no connection.
 
-    Reads (recall, bulletin, get, context_for) never create the orchestrator: a name
-    nobody wrote to answers empty, leaving nothing on disk; the first write creates it,
-    or ``create=True`` at once.
+    Reads never create the orchestrator (a name nobody wrote to answers empty, leaving
+    nothing on disk); its first write does, or ``create=True`` at once.
     """
 
     def __init__(self, orchestrator_id: str, settings: Settings | None = None, *,
@@ -123,12 +122,10 @@ class MemoryClient(ReflectionMixin, GovernanceCalls, ContextCalls, LogCalls):
 
     def create(self) -> None:
         """Create this orchestrator's folder and memory file now, if it has none."""
-        maker = self.databases if not self.databases.readonly else Databases(self.settings)
-        try:
-            maker.open(self.orchestrator_id)
-        finally:
-            if maker is not self.databases:
-                maker.close_all()
+        maker = Databases(self.settings) if self.databases.readonly else self.databases
+        maker.open(self.orchestrator_id)
+        if maker is not self.databases:
+            maker.close_all()
 
     def close(self) -> None:
         """Stop recall's helper threads and close the database handles of the registry
@@ -152,9 +149,8 @@ class MemoryClient(ReflectionMixin, GovernanceCalls, ContextCalls, LogCalls):
         return self._app
 
     def _log(self, event: str, **fields: Any) -> None:
-        """An event in memory.log; none before the orchestrator has a folder (see above)."""
         workspace = self.databases.workspace(self.orchestrator_id)
-        if not workspace.memory_dir.is_dir():
+        if not workspace.memory_dir.is_dir():  # none before its first write (see above)
             return
         MemoryLog(workspace.log_path, self.orchestrator_id,
                   int(self.settings.memory_log_max_mb * 1024 * 1024),

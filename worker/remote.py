@@ -27,8 +27,8 @@ from pydantic import ValidationError
 
 from orchmem.config import OrchmemError
 from orchmem.models.recall import RecallBundle
-from orchmem.models.schema import STORED_DATA
 from orchmem.models.storage.visibility import DEFAULT_VIEW, View
+from orchmem.models.workspace import STORED_DATA
 from orchmem.tasks.publish import send
 from orchmem.tasks.read import RECALL_READ, ReaderAnswer, new_reply_key
 
