@@ -206,7 +206,12 @@ def _forget_policy(odb: OrchestratorDB, edit: ForgetPolicy, key: str) -> dict[st
     memory; a dry run only lists them."""
     for position, memory_id in enumerate(edit.memory_ids):
         check_memory_id(memory_id, odb.orchestrator_id, where=f"memoryIds.{position}")
+        if not memories.exists(memory_id):  # a named memory must be one
+            raise MemoryNotFound(f"memoryIds.{position} {memory_id} is not a memory of "
+                                 f"{odb.orchestrator_id!r}")
     ids = select(odb, edit.selector(odb.workspace), hard=edit.hard)
+    # the audit says how each memory was chosen: named, or matched by the policy
+    reason = edit.reason or ("forgotten by id" if edit.memory_ids else "forgotten by policy")
     result: dict[str, Any] = {"count": len(ids), "memoryIds": ids, "hard": edit.hard,
                               "dryRun": edit.dry_run}
     if edit.dry_run or not (ids or edit.hard):
@@ -214,7 +219,7 @@ def _forget_policy(odb: OrchestratorDB, edit: ForgetPolicy, key: str) -> dict[st
     erased: dict[str, Any] = {"deadLetters": 0, "files": [], "logEvents": 0, "episodes": 0}
     for memory_id in ids:
         one = _forget(odb, Forget(op="forget", memory_id=memory_id, hard=edit.hard,
-                                  reason=edit.reason or "forgotten by policy",
+                                  reason=reason,
                                   actor=edit.actor), key)
         for name, value in one.get("erased", {}).items():
             erased[name] += value

@@ -42,7 +42,7 @@ from orchmem.config import (
 )
 
 from .governance import Metadata, Scope, Sensitivity, Tags, Tier, scope_error
-from .workspace import Workspace
+from .workspace import Workspace, stored_source_path
 
 
 class MemoryType(StrEnum):
@@ -271,6 +271,8 @@ class Source(WireModel):
         if value is None:
             return None
         workspace = (info.context or {}).get("workspace")
+        if (info.context or {}).get("stored"):  # read back: made canonical when written
+            return stored_source_path(value)
         if not isinstance(workspace, Workspace):
             raise ValueError("sourcePath can only be checked against an orchestrator's workspace")
         try:

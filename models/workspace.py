@@ -17,6 +17,7 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from orchmem.config import (
     MemoryValidationError,
@@ -167,6 +168,19 @@ class Workspace:
 
 #: Kernel and device trees: never a memory's source, whatever the workspace allows.
 SYSTEM_ROOTS = ("/proc", "/dev", "/sys")
+
+
+#: Validation context for data read back from storage (a reader's answer, a bundle):
+#: a memory read back is not new input, and its sourcePath was checked when written.
+STORED_DATA: dict[str, Any] = {"stored": True}
+
+
+def stored_source_path(value: str) -> str:
+    """A sourcePath read back from storage: checked to be one, not resolved again (the
+    reading host may not have the orchestrator's workspace). Raises ValueError."""
+    if not value or len(value) > 4096 or "\x00" in value or not os.path.isabs(value):
+        raise ValueError("must be an absolute path")
+    return value
 
 
 def is_within(path: str, roots: Iterable[str]) -> bool:

@@ -110,15 +110,14 @@ class MemoryTask(Task):
         queue = self.app.queue_of(self.name, {"orchestrator_id": orchestrator_id}, then)
         return bool(queue == arrived)
 
-    def open_db(self, orchestrator_id: str) -> OrchestratorDB:
-        """Open the orchestrator's database; quarantine it if it is damaged."""
+    def open_db(self, orchestrator_id: str, *, create: bool = True) -> OrchestratorDB | None:
+        """Open the orchestrator's database (None: it has none and ``create`` is False);
+        quarantine it if it is damaged."""
         try:
-            odb = self.databases.open(orchestrator_id)
+            return self.databases.open(orchestrator_id, create=create)
         except MemoryCorrupt as exc:
             self.disable(orchestrator_id, str(exc))
             raise
-        assert odb is not None  # create=True
-        return odb
 
     def disable(self, orchestrator_id: str, reason: str) -> Path:
         """Move a damaged memory.db aside and disable that orchestrator's memory (logged).
@@ -134,10 +133,12 @@ class MemoryTask(Task):
             "memory_disabled", reason=reason, quarantine=str(folder))
         return folder
 
-    def pipeline(self, orchestrator_id: Any, payload: Any,
-                 body: pipeline.Body) -> dict[str, Any]:
-        """Run ``body`` for this delivery under every step of :mod:`.pipeline`."""
-        return pipeline.run(self, orchestrator_id, payload, body)
+    def pipeline(self, orchestrator_id: Any, payload: Any, body: pipeline.Body, *,
+                 absent: pipeline.Absent | None = None) -> dict[str, Any]:
+        """Run ``body`` for this delivery under every step of :mod:`.pipeline`.
+        ``absent``: a read's answer for an orchestrator with no memory yet (then none
+        is created)."""
+        return pipeline.run(self, orchestrator_id, payload, body, absent)
 
     def routing_log(self) -> MemoryLog:
         """``<root>/logs/routing.log``: messages forwarded after a change of ``shards``."""

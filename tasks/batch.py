@@ -167,6 +167,7 @@ def _plan(task: MemoryTask, orchestrator_id: str | None,
         odb = task.open_db(orchestrator_id)
     except OrchmemError:
         return alone
+    assert odb is not None  # create=True
     steps: list[_Alone | _Counted] = []
     for run, single in runs:
         if single is not None:

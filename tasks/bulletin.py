@@ -12,9 +12,9 @@ from typing import Any
 from celery import shared_task
 
 from orchmem.models.atomic import write_atomically
-from orchmem.models.bulletin import SNAPSHOT_JSON, SNAPSHOT_MD, build
+from orchmem.models.bulletin import SNAPSHOT_JSON, SNAPSHOT_MD, Bulletin, build
 from orchmem.models.private import private_dir
-from orchmem.models.schema import utc_now
+from orchmem.models.schema import format_ts, utc_now
 from orchmem.models.storage.database import OrchestratorDB
 
 from .base import MemoryTask
@@ -99,4 +99,9 @@ def bulletin(self: MemoryTask, orchestrator_id: str, payload: dict[str, Any]) ->
                       truncated=data["truncated"], taskId=self.request.id)
         return {"ok": True, "task": self.name, **data}
 
-    return self.pipeline(orchestrator_id, payload, body)
+    def absent() -> dict[str, Any]:
+        """An orchestrator with no memory yet: an empty bulletin, and no folder made."""
+        empty = Bulletin.empty(orchestrator_id, format_ts(utc_now()))
+        return {"ok": True, "task": self.name, **empty.to_dict(), "text": empty.to_text()}
+
+    return self.pipeline(orchestrator_id, payload, body, absent=absent)

@@ -10,12 +10,17 @@ from orchmem.config import MemoryNotFound
 from orchmem.models.edits import EDIT_ADAPTER, apply_edit, erases, undone
 from orchmem.models.schema import validate_with
 from orchmem.models.storage.database import OrchestratorDB
+from orchmem.models.storage.outbox import writes_in_flight
 
 from .base import MemoryTask
 from .forget import erase_elsewhere
+from .ingest import INGEST_SCAN
+from .writeback import WRITEBACK
 
 EDIT = "orchmem.edit"
 RETRY_EVERY_S = 2
+#: The tasks whose writes may create the memory an edit names.
+CREATING = (WRITEBACK, INGEST_SCAN)
 
 
 def edit_said_again(task: MemoryTask, odb: OrchestratorDB, result: dict[str, Any]) -> bool:
@@ -41,15 +46,7 @@ def edit(self: MemoryTask, orchestrator_id: str, payload: dict[str, Any]) -> dic
         try:
             result = apply_edit(odb, change, key=key, task=self.name)
         except MemoryNotFound as exc:
-            # Its write-back may still be in flight (redelivered after a crash, say):
-            # wait for it rather than apply effects out of order.
-            limit = change.wait_for_memory_s
-            if limit is None:
-                limit = self.settings.worker.edit_wait_s
-            if self.request.retries * RETRY_EVERY_S < limit:
-                odb.log.write("edit_waiting", key=key, reason=str(exc)[:300],
-                              attempt=self.request.retries + 1)
-                raise self.retry(countdown=RETRY_EVERY_S, max_retries=None) from exc
+            wait_for_memory(self, odb, key, change.wait_for_memory_s, exc)
             raise
         if erases(change):
             # Also on a redelivery: the first delivery may have died before this ran.
@@ -57,3 +54,18 @@ def edit(self: MemoryTask, orchestrator_id: str, payload: dict[str, Any]) -> dic
         return result
 
     return self.pipeline(orchestrator_id, payload, body)
+
+
+def wait_for_memory(task: MemoryTask, odb: OrchestratorDB, key: str,
+                    asked_s: int | None, exc: MemoryNotFound) -> None:
+    """Retry later (raises Retry) while a write that may create the missing memory is
+    still in flight (its write-back redelivered after a crash, or lost on its way and
+    kept in the outbox), for at most ``asked_s`` (default ``worker.edit_wait_s``) in
+    all; return when none is, so the edit ends ``not_found`` at once."""
+    limit = task.settings.worker.edit_wait_s if asked_s is None else asked_s
+    retries = task.request.retries
+    if retries * RETRY_EVERY_S >= limit or not writes_in_flight(
+            odb, CREATING, besides=key, within_s=limit):
+        return
+    odb.log.write("edit_waiting", key=key, reason=str(exc)[:300], attempt=retries + 1)
+    raise task.retry(countdown=RETRY_EVERY_S, max_retries=retries + 1) from exc

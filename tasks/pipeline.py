@@ -10,9 +10,9 @@ A body is a function ``(odb, key) -> result``. :func:`run` calls these steps in 
 3. :func:`check_size`: a payload over ``MAX_PAYLOAD_BYTES`` is refused;
 4. :func:`with_receipt` (tasks declared ``tracked``): the delivery is counted; a
    finished key returns its stored result; a key delivered more than
-   ``max_deliveries`` times without finishing is dead-lettered; a validation error
-   rejects the key for good; a receipt the body left open is completed with its
-   result, so no task can leave a ``started`` receipt behind;
+   ``max_deliveries`` times without finishing is dead-lettered; a validation error or
+   a memory that does not exist rejects the key for good; a receipt the body left open
+   is completed with its result, so no task can leave a ``started`` receipt behind;
 5. :func:`retry_policy`: a deliberate retry or a transient storage error takes the
    delivery's count back; storage errors are retried with the task's declared
    ``storage_retries`` and exponential backoff (capped at 60 s);
@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from celery.exceptions import Ignore, Retry
 
 from orchmem.config import (
+    MemoryNotFound,
     MemoryValidationError,
     OrchmemError,
     ScopeViolation,
@@ -54,6 +55,8 @@ logger = logging.getLogger(__name__)
 MAX_PAYLOAD_BYTES = 8 * 1024 * 1024
 
 Body = Callable[[OrchestratorDB, str], dict[str, Any]]
+#: A read's answer for an orchestrator that has no memory yet.
+Absent = Callable[[], dict[str, Any]]
 
 
 @dataclass
@@ -74,12 +77,18 @@ class TaskRun:
                                **fields)
 
 
-def run(task: MemoryTask, orchestrator_id: Any, payload: Any, body: Body) -> dict[str, Any]:
-    """Run ``body`` for one delivery under every step of this module."""
+def run(task: MemoryTask, orchestrator_id: Any, payload: Any, body: Body,
+        absent: Absent | None = None) -> dict[str, Any]:
+    """Run ``body`` for one delivery under every step of this module. With ``absent``
+    (a read), an orchestrator that has no memory yet is not created: ``absent()`` is
+    the answer."""
     current = TaskRun(task, orchestrator_id, payload)
     with observed(current), retry_policy(current):
         check_scope(current)
-        open_database(current)
+        open_database(current, create=absent is None)
+        if current.odb is None and absent is not None:
+            current.outcome = "absent"
+            return absent()
         check_size(current.payload)
         current.key = key_of(current.orchestrator_id, task.kind, current.payload)
         return with_receipt(current, body) if task.tracked else _call(current, body)
@@ -119,8 +128,8 @@ def forward(current: TaskRun, arrived: str, expected: str) -> None:
     raise Ignore()
 
 
-def open_database(current: TaskRun) -> None:
-    current.odb = current.task.open_db(current.orchestrator_id)
+def open_database(current: TaskRun, *, create: bool = True) -> None:
+    current.odb = current.task.open_db(current.orchestrator_id, create=create)
 
 
 def check_size(payload: Any) -> None:
@@ -156,8 +165,11 @@ def with_receipt(current: TaskRun, body: Body) -> dict[str, Any]:
         return _dead_letter(current, delivery.deliveries, limit)
     try:
         result = _call(current, body)
-    except MemoryValidationError as exc:
-        current.outcome = "rejected"
+    except (MemoryValidationError, MemoryNotFound) as exc:
+        # The same payload would be refused again: final, so that no client waits for
+        # it and the outbox's reconciler does not send it again.
+        if isinstance(exc, MemoryValidationError):
+            current.outcome = "rejected"
         receipts.reject(odb, key, {"ok": False, "task": task.name, "idempotencyKey": key,
                                    "error": exc.to_dict()})
         raise

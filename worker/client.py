@@ -82,11 +82,15 @@ class MemoryClient(ReflectionMixin, GovernanceCalls, ContextCalls, LogCalls):
     ``^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`` (it becomes a path and a queue name), and
     ``ConfigError`` when the settings (``orchmem.toml``, ``ORCHMEM_*``, or this
     orchestrator's overrides) are invalid. It opens no file and no connection.
+
+    Reads never create the orchestrator (a name nobody wrote to answers empty, leaving
+    nothing on disk); its first write does, or ``create=True`` at once.
     """
 
     def __init__(self, orchestrator_id: str, settings: Settings | None = None, *,
                  app: OrchmemCelery | None = None, databases: Databases | None = None,
-                 immediate: bool = False, remote: bool = False) -> None:
+                 immediate: bool = False, remote: bool = False,
+                 create: bool = False) -> None:
         check_orchestrator_id(orchestrator_id)
         #: Recall through the shard's read queue (``orchmem reader``): see :mod:`.remote`.
         self.remote = remote
@@ -113,6 +117,15 @@ class MemoryClient(ReflectionMixin, GovernanceCalls, ContextCalls, LogCalls):
         self._pending = PendingWrites(self.databases, orchestrator_id,
                                       self.memory.retrieval.read_your_writes_timeout_s,
                                       self._warn, self._log)
+        if create:
+            self.create()
+
+    def create(self) -> None:
+        """Create this orchestrator's folder and memory file now, if it has none."""
+        maker = Databases(self.settings) if self.databases.readonly else self.databases
+        maker.open(self.orchestrator_id)
+        if maker is not self.databases:
+            maker.close_all()
 
     def close(self) -> None:
         """Stop recall's helper threads and close the database handles of the registry
@@ -137,6 +150,8 @@ class MemoryClient(ReflectionMixin, GovernanceCalls, ContextCalls, LogCalls):
 
     def _log(self, event: str, **fields: Any) -> None:
         workspace = self.databases.workspace(self.orchestrator_id)
+        if not workspace.memory_dir.is_dir():  # none before its first write (see above)
+            return
         MemoryLog(workspace.log_path, self.orchestrator_id,
                   int(self.settings.memory_log_max_mb * 1024 * 1024),
                   self.settings.memory_log_backups).write(event, **fields)

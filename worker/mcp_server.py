@@ -22,8 +22,8 @@ from importlib.metadata import version
 from typing import Annotated, Any, TypeVar
 
 from mcp.server import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import Field
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from pydantic import Field, ValidationError
 
 from orchmem.config import MemoryNotFound, MemoryValidationError, OrchmemError, Settings
 from orchmem.models.recall import check_scope
@@ -229,12 +229,44 @@ class MemoryTools:
         return value
 
 
+class MemoryServer(MCPServer[Any]):
+    """The SDK's server, with a refusal's text as README gives it: the code first
+    (``validation: top_n: …``, ``not_found: …``), without the SDK's "Error executing
+    tool …" prefix or pydantic's wording of the arguments' model."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any],
+                        context: Any = None) -> Any:
+        """Call the tool ``name``; a refusal is re-raised with its own text."""
+        try:
+            return await super().call_tool(name, arguments, context)
+        except UnexpectedToolError:
+            raise  # a crash: the SDK keeps its text on the server
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ValidationError):  # the arguments failed their schema
+                raise ToolError(argument_errors(cause)) from cause
+            if isinstance(cause, ToolError):  # raised by a tool below with its code
+                raise ToolError(str(cause)) from cause
+            raise
+
+
+def argument_errors(exc: ValidationError) -> str:
+    """``validation: <argument>: <what is wrong>`` for each bad argument (at most five),
+    naming the argument, never echoing its value."""
+    parts = []
+    for err in exc.errors()[:5]:
+        where = ".".join(str(p) for p in err["loc"]) or "arguments"
+        parts.append(f"{where}: {str(err['msg']).removeprefix('Value error, ')}")
+    more = f" (+{exc.error_count() - 5} more)" if exc.error_count() > 5 else ""
+    return "validation: " + "; ".join(parts) + more
+
+
 def create_mcp(settings: Settings, orchestrator_id: str, *, immediate: bool = False
                ) -> MCPServer[Any]:
     """The MCP server for ``orchestrator_id``."""
     client = MemoryClient(orchestrator_id, settings, immediate=immediate)
     tools = MemoryTools(client, settings.api.wait_timeout_s)
-    server = MCPServer(f"orchmem-{orchestrator_id}", version=version("orchmem"),
+    server = MemoryServer(f"orchmem-{orchestrator_id}", version=version("orchmem"),
                        instructions=INSTRUCTIONS)
     for fn in (tools.remember, tools.recall, tools.bulletin, tools.forget, tools.recover,
                tools.supersede):

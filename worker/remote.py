@@ -28,6 +28,7 @@ from pydantic import ValidationError
 from orchmem.config import OrchmemError
 from orchmem.models.recall import RecallBundle
 from orchmem.models.storage.visibility import DEFAULT_VIEW, View
+from orchmem.models.workspace import STORED_DATA
 from orchmem.tasks.publish import send
 from orchmem.tasks.read import RECALL_READ, ReaderAnswer, new_reply_key
 
@@ -120,14 +121,17 @@ def _ask(client: MemoryClient, kwargs: dict[str, Any], timeout: float
     try:
         if client.app.conf.task_always_eager:  # immediate mode: the task runs right here
             return ReaderAnswer.model_validate(
-                send(client.app, RECALL_READ, kwargs).get(propagate=False))
+                send(client.app, RECALL_READ, kwargs).get(propagate=False),
+                context=STORED_DATA)
         reply = new_reply_key()
         # No task-sent event unless readers send theirs: Flower would list every recall
         # as sent and never received.
         send(client.app, RECALL_READ, {**kwargs, "reply": reply}, expires_s=timeout,
              ignore_result=True, sent_event=client.settings.reader.task_events)
         got = _replies(client, timeout).blpop([reply], timeout=timeout)
-        return None if got is None else ReaderAnswer.model_validate_json(got[1])
+        if got is None:
+            return None
+        return ReaderAnswer.model_validate_json(got[1], context=STORED_DATA)
     except redis.RedisError as exc:
         raise ReaderUnavailable(f"the broker failed while waiting for the reader: {exc}"
                                 ) from exc

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -142,6 +143,14 @@ class Outbox:
             return []
         return [r[0] for r in self._sql("SELECT key FROM outbox ORDER BY created_at, key")]
 
+    def keys_of(self, tasks: Sequence[str]) -> list[str]:
+        """The keys of the entries of these ``tasks`` (a missing file has none)."""
+        if not self.path.exists() or not tasks:
+            return []
+        marks = ",".join("?" * len(tasks))
+        return [r[0] for r in self._sql(f"SELECT key FROM outbox WHERE task IN ({marks})",
+                                        tuple(tasks))]
+
     def never_published(self, limit: int | None = None) -> list[Entry]:
         """Entries never published, oldest first (at most ``limit``)."""
         return self._select("WHERE published_at IS NULL", limit=limit)
@@ -180,3 +189,20 @@ def prune_done(outbox: Outbox, odb: OrchestratorDB, *, erase: bool = False) -> l
     if final or (erase and outbox.path.exists()):
         outbox.remove(sorted(final), erase=erase)
     return [k for k in keys if k not in final]
+
+
+def writes_in_flight(odb: OrchestratorDB, tasks: Sequence[str], *, besides: str,
+                     within_s: float) -> bool:
+    """Whether a write of ``tasks`` for this orchestrator may still land: one delivered
+    and not finished (a ``started`` receipt updated within ``within_s``: its worker
+    crashed, it will be redelivered), or one recorded in the outbox with no final
+    receipt (lost on its way, the reconciler sends it again). ``besides``: the asking
+    task's own key. Raises StorageError when either file cannot be read."""
+    if receipts.started_since(odb, tasks, within_s, besides=besides):
+        return True
+    outbox = Outbox(odb.workspace.outbox_path, odb.settings.worker.busy_timeout_ms)
+    try:
+        keys = [k for k in outbox.keys_of(tasks) if k != besides]
+    finally:
+        outbox.close()
+    return bool(keys) and len(receipts.final_keys(odb, keys)) < len(set(keys))

@@ -27,6 +27,7 @@ import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from orchmem.config import StorageError
@@ -199,6 +200,17 @@ def final_keys(odb: OrchestratorDB, keys: Sequence[str]) -> set[str]:
             found.update(row.key for row in TaskReceiptRow.select(TaskReceiptRow.key).where(
                 TaskReceiptRow.key.in_(chunk), TaskReceiptRow.status.in_(sorted(FINAL))))
     return found
+
+
+def started_since(odb: OrchestratorDB, tasks: Sequence[str], within_s: float, *,
+                  besides: str = "") -> bool:
+    """Whether a delivery of one of ``tasks`` began (or was counted again) within the
+    last ``within_s`` seconds and has not finished; ``besides`` is left out."""
+    cutoff = format_ts(utc_now() - timedelta(seconds=within_s))
+    with odb.read():
+        return TaskReceiptRow.select().where(
+            TaskReceiptRow.task.in_(list(tasks)), TaskReceiptRow.status == STARTED,
+            TaskReceiptRow.updated_at >= cutoff, TaskReceiptRow.key != besides).exists()
 
 
 def remove_finished_before(odb: OrchestratorDB, cutoff: str) -> int:

@@ -97,6 +97,7 @@ async def _http_session(url: str, token: str) -> dict[str, Any]:
             "content": "The user's favourite editor is Helix"})).structured_content
         seen["recall"] = (await client.call_tool("recall", {"query": "which editor?"})
                           ).structured_content
+        seen["bad"] = await client.call_tool("recall", {"query": "editor", "top_n": 0})
     return seen
 
 
@@ -130,6 +131,8 @@ def test_mcp_over_http_needs_a_token_of_its_orchestrator(tmp_path: Path,
     assert seen["tools"] == TOOLS
     memory_id = seen["remember"]["memoryIds"][0]
     assert seen["recall"]["memories"][0]["memoryId"] == memory_id
+    assert seen["bad"].is_error
+    assert seen["bad"].content[0].text.startswith("validation: top_n: "), seen["bad"].content
 
 
 async def _time_session(params: StdioServerParameters) -> dict[str, Any]:
@@ -224,3 +227,46 @@ def test_mcp_refuses_hostile_arguments_with_their_code(tmp_path: Path) -> None:
     assert "latest" in texts["flag"] and "valid boolean" in texts["flag"], texts["flag"]
     # "hard": "yes" forgot nothing
     assert [m["memoryId"] for m in seen["after"]["memories"]] == [seen["memory_id"]]
+
+
+async def _refusals(params: StdioServerParameters, made_up: str) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    async with Client(params) as client:
+        seen["remember"] = (await client.call_tool("remember", {
+            "content": "The user's desk is by the north window"})).structured_content
+        calls: dict[str, tuple[str, dict[str, Any]]] = {
+            "made_up": ("forget", {"memory_id": made_up}),
+            "made_up_supersede": ("supersede", {"memory_id": made_up, "content": "Moved"}),
+            "importance": ("remember", {"content": "A desk", "importance": 500}),
+            "content": ("remember", {"content": 123}),
+            "type": ("remember", {"content": "A desk", "type": "fact-ish"}),
+            "missing": ("forget", {}),
+            "top_n": ("recall", {"query": "desk", "top_n": "many"})}
+        for name, (tool, arguments) in calls.items():
+            result = await client.call_tool(tool, arguments)
+            seen[name] = (result.is_error, result.content[0].text)
+    return seen
+
+
+def test_mcp_refusals_start_with_the_code_and_name_the_field(
+        settings: Any, worker: Any) -> None:
+    """Through a real worker: a made-up memoryId of this orchestrator is ``not_found``;
+    a bad argument is ``validation: <argument>: …``, not the SDK's own wording."""
+    from orchmem.models.schema import derive_id
+
+    orch = unique_id("mcp-refusals")
+    command = str(Path(sys.executable).with_name("orchmem"))
+    params = StdioServerParameters(command=command, args=["mcp", "--orch", orch],
+                                   env=settings_env(settings))
+    seen = anyio.run(_refusals, params, derive_id("m", orch, "never written"))
+    assert seen["remember"]["memoryIds"]
+    for name in ("made_up", "made_up_supersede"):
+        failed, text = seen[name]
+        assert failed and text.startswith("not_found: "), (name, text)
+    for name, field in (("importance", "importance"), ("content", "content"),
+                        ("type", "type"), ("missing", "memory_id"), ("top_n", "top_n")):
+        failed, text = seen[name]
+        assert failed and text.startswith(f"validation: {field}: "), (name, text)
+        for wording in ("Error executing tool", "validation error for", "Arguments",
+                        "pydantic"):
+            assert wording not in text, (name, text)

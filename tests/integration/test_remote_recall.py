@@ -297,3 +297,39 @@ def test_a_reader_sends_no_task_events_and_counts_recalls_in_prometheus(isolated
     finally:
         events.close()
         process.stop()
+
+
+def test_a_remote_recall_returns_memories_of_every_source(settings: Settings,
+                                                          reader: ReaderProcess) -> None:
+    """A memory read back from storage is stored data: one ingested from a file (it has a
+    sourcePath), one from a transcript, one from a workflow and a manual one all come back
+    through the reader with their provenance, as they do locally."""
+    orch = unique_id("remote-sources")
+    local = MemoryClient(orch, settings)
+    folder = local.databases.workspace(orch).ingest_dir
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "kiln.md").write_text("The pottery kiln is fired every Tuesday.\n", "utf-8")
+    done = local.ingest_now().wait(60)
+    assert done and done["ok"], done
+    [entry] = [f for f in done["files"] if f["outcome"] == "ingested"]
+    ingested = entry["memoryIds"][0]
+    assert local.write_back(transcript={
+        "conversationId": "conv-pottery", "messages": [
+            {"role": "user", "text": "I prefer stoneware glazes for the pottery mugs."}]},
+    ).wait(60)["ok"]
+    assert local.write_back(workflow_output={
+        "workflowRunId": "run-pottery", "stepId": "plan",
+        "output": {"decisions": ["Sell the pottery mugs at the Saturday market"]}},
+    ).wait(60)["ok"]
+    assert local.write_back(memories=[_memory("The pottery studio rent is due monthly")]
+                            ).wait(60)["ok"]
+    mine = local.recall("pottery", top_n=20)
+    kinds = {n.memory.source.source_type.value for n in mine.nodes}
+    assert kinds == {"ingest_file", "channel_transcript", "workflow_output", "manual"}, kinds
+    theirs = MemoryClient(orch, settings, remote=True).recall("pottery", top_n=20)
+    assert theirs.warnings == [], theirs.warnings
+    assert theirs.memory_ids == mine.memory_ids and ingested in theirs.memory_ids
+    by_id = {n.memory.memory_id: n.memory for n in theirs.nodes}
+    assert by_id[ingested].source.source_path == str(folder / "kiln.md")
+    assert [p.model_dump() for p in theirs.provenance] == [
+        p.model_dump() for p in mine.provenance]
