@@ -46,8 +46,7 @@ from .workspace import Workspace, stored_source_path
 
 
 class MemoryType(StrEnum):
-    """A memory's type; its name is matched in any case ("fact", "FACT") and stored as
-    written here ("Fact")."""
+    """A memory's type, matched in any case ("fact") and stored as written here."""
 
     FACT = "Fact"
     PREFERENCE = "Preference"
@@ -125,11 +124,9 @@ def utc_now() -> datetime:
 
 
 def format_ts(value: datetime) -> str:
-    """ISO 8601 in UTC with microseconds and ``Z``: sorts as text in SQLite.
-
-    Raises ValueError (not OverflowError, which validators do not turn into a field
-    error) for a time whose UTC value falls outside years 1-9999.
-    """
+    """ISO 8601 in UTC with microseconds and ``Z``: sorts as text in SQLite. Raises
+    ValueError (not OverflowError, which validators do not turn into a field error) for
+    a time whose UTC value falls outside years 1-9999."""
     try:
         return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     except OverflowError:
