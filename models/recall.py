@@ -69,7 +69,7 @@ from .schema import (
 from .storage import fts, neighbours, recall_reads, row_cache, vectors
 from .storage.contradictions import contradictions
 from .storage.database import Databases, OrchestratorDB
-from .storage.visibility import DEFAULT_VIEW, View, make_view
+from .storage.visibility import ALL_STATUSES, DEFAULT_VIEW, View, make_view
 from .storage.watermark import recall_watermark
 from .trusted import trusted
 from .validity import check_as_of
@@ -260,7 +260,7 @@ def _text_side(odb: OrchestratorDB, search: _Search, ahead: bool) -> _TextSide:
                               odb.orchestrator_id, row_cache.current(odb))
     if ahead:
         _prefetch(odb, search, [h.memory_id for h in hits[:search.limit]])
-    return _TextSide(hits, inputs, _features(odb, inputs), made, window, mark, lagging,
+    return _TextSide(hits, inputs, _features(odb, inputs, search.view), made, window, mark, lagging,
                      _index_ahead(odb) if ahead else None)
 
 
@@ -379,7 +379,7 @@ def _answer(odb: OrchestratorDB, search: _Search, text: _TextSide,
     inputs = [*text.inputs, *more]
     rows = {i.memory_id: i.row for i in inputs}
     timed = search.asked.timed
-    ranked = fuse(vector_ids, text_ids, {**text.features, **_features(odb, more)},
+    ranked = fuse(vector_ids, text_ids, {**text.features, **_features(odb, more, search.view)},
                   search.params, now,
                   widened(search.limit, search.asked), favoured_types(search.text),
                   keep=both(floor, valid_keep(rows, search.asked) if timed else None),
@@ -446,22 +446,29 @@ def _vector_side(odb: OrchestratorDB, encoded: Encoded, search: _Search,
     return hits, True
 
 
-def _features(odb: OrchestratorDB, inputs: list[recall_reads.RankInputs]
+def _features(odb: OrchestratorDB, inputs: list[recall_reads.RankInputs], view: View
               ) -> dict[str, Features]:
-    """The ranking features of ``inputs``; with a row cache, each memory's made once."""
+    """The ranking features of ``inputs`` as ``view`` sees them; with a row cache, each
+    memory's made once per view."""
     cache = row_cache.current(odb)
     if cache is None or not inputs:
-        return _made_features(odb, inputs)
+        return _made_features(odb, inputs, view)
     by_id = {i.memory_id: i for i in inputs}
-    held = cache.per_memory("features", list(by_id), lambda missing: _made_features(
-        odb, [by_id[m] for m in missing]))
+    held = cache.per_memory(("features", view.key()), list(by_id),
+                            lambda missing: _made_features(odb, [by_id[m] for m in missing],
+                                                           view))
     return {m: held[m] for m in by_id}
 
 
-def _made_features(odb: OrchestratorDB, inputs: list[recall_reads.RankInputs]
+def _made_features(odb: OrchestratorDB, inputs: list[recall_reads.RankInputs], view: View
                    ) -> dict[str, Features]:
+    """A memory is contradicted only by a newer memory ``view`` sees: a contradiction
+    the reader may not see does not lower what it may (its score would tell of it)."""
     ids = [r.memory_id for r in inputs]
-    penalized = contradicted(contradictions(odb, ids)) if ids else set()
+    found = contradictions(odb, ids) if ids else []
+    newer = sorted({c.newer_id for c in found})
+    shown = recall_reads.passing(odb, newer, ALL_STATUSES, None, view) if newer else set()
+    penalized = contradicted(c for c in found if c.newer_id in shown)
     return {r.memory_id: Features(memory_id=r.memory_id, importance=r.importance,
                                   confidence=r.confidence, created_at=parse_ts(r.created_at),
                                   contradicted=r.memory_id in penalized,

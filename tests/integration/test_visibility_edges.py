@@ -133,3 +133,17 @@ def test_history_and_get_follow_the_view(settings: Settings, client: MemoryClien
     assert json.loads(wide.stdout)["memory"]["memoryId"] == key
     log = (settings.runtime_root(orch_id) / "memory" / "logs" / "memory.log").read_text()
     assert log.count('"restricted_read"') >= 2  # the get and the history, audited
+
+
+def test_a_contradiction_the_reader_may_not_see_does_not_lower_a_score(
+        client: MemoryClient) -> None:
+    job, key = _write(client, [{"content": JOB}, {"content": KEY}])
+    _ok(client.link(key, job, "Contradicts"))  # the restricted key contradicts the job
+
+    def contradiction(**wide: Any) -> float:
+        [node] = [n for n in client.recall(QUERY, **wide).nodes if n.memory.memory_id == job]
+        return node.scores.contradiction
+
+    assert contradiction() == 1.0  # as if the key were not there: it is not, for this reader
+    assert contradiction(include_restricted=True, purpose="incident review") < 1.0
+    assert contradiction() == 1.0  # the row cache keeps each view's features apart
