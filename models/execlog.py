@@ -1,4 +1,4 @@
-"""The execution log's shapes and rules (issue 18, seed 003): what a run appends.
+"""The execution log's shapes and rules (seed 003): what a run appends.
 
 The log is the authoritative record of what an orchestrator's agents did: runs,
 steps, tool calls, prompts and responses (a SHA-256 digest, plus the text when the

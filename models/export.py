@@ -177,7 +177,7 @@ def _markdown(fh: IO[str], orchestrator_id: str, records: list[dict[str, Any]],
         for r in group:
             where = r.get("sourcePath") or r.get("conversationId") or r.get("workflowRunId") or ""
             mark = f"**{r['sensitivity'].upper()}** " if r.get("sensitivity") in (
-                "confidential", "restricted") else ""  # issue 16: marked, not hidden
+                "confidential", "restricted") else ""  # marked, not hidden
             fh.write(f"- {mark}{' '.join(r['content'].split())}\n"
                      f"  - `{r['memoryId']}` {r['status']}, importance {r['importance']}, "
                      f"confidence {r['confidence']:g}, {r['sourceType']}"

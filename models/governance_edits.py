@@ -1,4 +1,4 @@
-"""The governance edits (issue 16): ``patch``, ``invalidate`` and ``forget_policy``.
+"""The governance edits: ``patch``, ``invalidate`` and ``forget_policy``.
 
 - ``patch`` changes importance, confidence, summary, tags, tier, scope (with its
   sessionId / projectId) or sensitivity in place; the audit event keeps the fields'

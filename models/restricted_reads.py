@@ -1,4 +1,4 @@
-"""The audit of a restricted read (issue 16): who read restricted memories, why, which.
+"""The audit of a restricted read: who read restricted memories, why, which.
 
 ``recall(..., view=View(include_restricted=True), purpose=...)`` and ``get`` with such a
 view are the only reads that return restricted memories. Each such read writes one

@@ -296,7 +296,7 @@ class MemoryInput(WireModel):
     created_at: datetime | None = None
     #: A local name, so that edges in the same request can refer to this memory.
     key: ShortText | None = None
-    # -- governance (issue 16; models/governance.py): None tier = the type's default,
+    # -- governance (models/governance.py): None tier = the type's default,
     # None sensitivity = internal unless the secret detector finds one.
     tier: Tier | None = None
     scope: Scope = Scope.GLOBAL
@@ -383,7 +383,7 @@ class MemoryNode(WireModel):
     updated_at: str
     #: What reflection grouped it under (models/topics.py); left out of JSON until then.
     topic: str | None = None
-    # -- governance (issue 16)
+    # -- governance
     tier: Tier = Tier.SEMANTIC
     scope: Scope = Scope.GLOBAL
     session_id: str | None = None

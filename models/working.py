@@ -26,7 +26,7 @@ refresh recreates it) and at least once a day; a hard forget rebuilds it at once
 (models/derived.py). It is written to a temp file and
 renamed over the old one, under an advisory ``flock`` on ``working.md.lock`` so two
 writers never interleave. Restricted memories must never appear here: every item
-passes :func:`shown` (the one filter point; memory sensitivity lands with issue 16).
+passes the default view (storage/visibility.py: global, never restricted).
 """
 
 from __future__ import annotations

@@ -56,7 +56,7 @@ def write_memories(
     proposals = [m if isinstance(m, Proposed) else Proposed.explicit(
         m, vectors[i] if vectors is not None else None) for i, m in enumerate(memories)]
     proposals = [replace(p, memory=classify(p.memory, odb.memory.governance))
-                 for p in proposals]  # the secret detector (issue 16)
+                 for p in proposals]  # the secret detector
     dim = next((int(p.vector.shape[0]) for p in proposals if p.vector is not None), 0)
     # The index is refreshed before the transaction and only read inside it: a rolled
     # back write must never leave its vectors in a cache.

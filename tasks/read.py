@@ -104,7 +104,7 @@ def _check(pending: Any, options: Any) -> tuple[list[str], dict[str, Any]]:
         if not isinstance(options.get(name, ""), str):  # recall() checks the time itself
             raise MemoryValidationError(f"options.{name}: must be an ISO 8601 time")
     view = options.get("view")
-    if view is not None:  # a scope view (issue 16); restricted reads stay in the caller
+    if view is not None:  # a scope view; restricted reads stay in the caller
         if not isinstance(view, dict) or set(view) - {"sessionId", "projectId", "tags"}:
             raise MemoryValidationError("options.view: only sessionId, projectId, tags")
         options = {**options, "view": make_view(view.get("sessionId"), view.get("projectId"),

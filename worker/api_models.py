@@ -62,7 +62,7 @@ class ContextBody(WireModel):
 
     purpose: Literal["selector", "step", "diagnostics"]
     query: Query
-    # -- issue 16: the request's scope view, the block's format and budget
+    # -- the request's scope view, the block's format and budget
     session_id: ShortText | None = None
     project_id: ShortText | None = None
     format: Literal["orchmem", "relevant-memory"] = "orchmem"

@@ -156,7 +156,7 @@ def recall(m: Admitted,
     if CONTROL_CHARS.search(q):
         raise MemoryValidationError("q: control characters or NUL bytes are not allowed",
                                     [{"path": "q", "message": "plain text only"}])
-    # a scope view (issue 16); restricted memories are never read over HTTP
+    # a scope view; restricted memories are never read over HTTP
     view = make_view(session_id, project_id, tags or [])
     check_as_of(as_of, utc_now())  # a 400 naming as_of, not an empty answer
     check_as_of(known_at, utc_now(), "known_at")

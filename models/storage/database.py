@@ -448,7 +448,7 @@ def pragmas(settings: Settings) -> list[tuple[str, Any]]:
         ("temp_store", "memory"),
         ("mmap_size", 256 * 1024 * 1024),
         # Bounds the WAL after a checkpoint: it must not grow without limit under
-        # steady reads (issue 9, "WAL size bounded").
+        # steady reads (the WAL's size stays bounded).
         ("journal_size_limit", 64 * 1024 * 1024),
     ]
 

@@ -103,10 +103,10 @@ class Step:
 MIGRATIONS: list[Step] = [
     Step(2, upgrade_to_2, downgrade_from_2),
     Step(3, upgrade_to_3, downgrade_from_3, governance_kept.what_would_be_lost),
-    Step(4, steps_time.up, steps_time.down),  # time on memories (issue 18)
+    Step(4, steps_time.up, steps_time.down),  # time on memories
     Step(steps_log.VERSION, steps_log.up, steps_log.down),
     Step(6, upgrade_to_6, downgrade_from_6),
-    Step(steps_rows.VERSION, steps_rows.up, steps_rows.down),  # recall's row cache (issue 21)
+    Step(steps_rows.VERSION, steps_rows.up, steps_rows.down),  # recall's row cache
 ]
 
 

@@ -52,7 +52,7 @@ _UNIT_COLUMNS = ("m.id, m.memory_id, m.type, m.content, m.summary, m.importance,
 def units(odb: OrchestratorDB) -> list[StoredUnit]:
     """Every active live memory that is not a crystal, oldest first (one snapshot).
 
-    Only global memories that are public or internal (issue 16): a crystal is a global
+    Only global memories that are public or internal: a crystal is a global
     memory that repeats its units' words, so a session's, a project's, a confidential or
     a restricted memory must never be one of its units."""
     with odb.read():
