@@ -24,29 +24,27 @@ def audit_restricted_read(odb: OrchestratorDB, view: View, answer: Mapping[str, 
     nothing otherwise): the restricted memories among ``answer["nodes"]`` and the
     restricted episodes (linking a restricted memory) among ``answer["episodes"]``.
     Returns the restricted memory ids read."""
-    if not view.include_restricted:
-        return []
-    nodes: Sequence[Any] = answer["nodes"]
     episodes: Sequence[dict[str, Any]] = answer.get("episodes", ())
-    ids = [n.memory.memory_id for n in nodes
-           if getattr(n.memory.sensitivity, "value", n.memory.sensitivity) == "restricted"]
     shown = [e["episodeId"] for e in episodes if e.get("sensitivity") == "restricted"]
-    odb.log.write("restricted_read", requester=requester,
-                  purpose=str(purpose)[:MAX_PURPOSE_CHARS],
-                  memoryIds=ids, returned=len(nodes), queryChars=len(query),
-                  **({"episodeIds": shown} if shown else {}))
-    return ids
+    return _audit(odb, view, [n.memory for n in answer["nodes"]], requester, purpose,
+                  queryChars=len(query), **({"episodeIds": shown} if shown else {}))
 
 
 def audit_restricted_get(odb: OrchestratorDB, view: View, nodes: Sequence[Any],
                          requester: str, purpose: str | None) -> list[str]:
     """The audit event of a read by id whose ``view`` includes restricted memories (none
     otherwise); returns the restricted memory ids read."""
+    return _audit(odb, view, nodes, requester, purpose, byId=True)
+
+
+def _audit(odb: OrchestratorDB, view: View, memories: Sequence[Any], requester: str,
+           purpose: str | None, **more: Any) -> list[str]:
+    """One ``restricted_read`` event for ``memories`` (nodes) read through ``view``."""
     if not view.include_restricted:
         return []
-    ids = [n.memory_id for n in nodes
-           if getattr(n.sensitivity, "value", n.sensitivity) == "restricted"]
+    ids = [m.memory_id for m in memories
+           if getattr(m.sensitivity, "value", m.sensitivity) == "restricted"]
     odb.log.write("restricted_read", requester=requester,
                   purpose=str(purpose)[:MAX_PURPOSE_CHARS], memoryIds=ids,
-                  returned=len(nodes), byId=True)
+                  returned=len(memories), **more)
     return ids

@@ -11,9 +11,10 @@ from ..contradictions import Contradiction
 from ..schema import Status
 from .database import OrchestratorDB
 from .insights import conflicts as open_conflicts
+from .recall_reads import passing
 from .reflection import crystal_of
 from .tables import META_EVENT_WATERMARK, live
-from .visibility import View, seen
+from .visibility import ALL_STATUSES, View
 
 _COLUMNS = "memory_id, type, summary, importance, confidence, created_at"
 _ACTIVE = f"status = '{Status.ACTIVE.value}' AND {live()}"
@@ -77,4 +78,4 @@ def _conflicts(odb: OrchestratorDB, standing: list[Contradiction]) -> tuple[Conf
 
 def visible(odb: OrchestratorDB, view: View, ids: set[str]) -> set[str]:
     """Those of ``ids`` that ``view`` sees, forgotten ones never (inside ``odb.read()``)."""
-    return seen(odb, ids, view)
+    return passing(odb, sorted(ids), ALL_STATUSES, None, view)

@@ -14,9 +14,10 @@ from .edges import edges_touching, row_to_edge
 from .events import naming
 from .memories import row_to_node
 from .provenance import CapturedSource, sources_of
+from .recall_reads import passing
 from .tables import MemoryEventRow, MemoryRow
 from .validity_columns import memory_fields
-from .visibility import View, mentioned, seen
+from .visibility import ALL_STATUSES, View, mentioned
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,8 @@ def memory_history(odb: OrchestratorDB, memory_id: str, view: View) -> MemoryHis
         edges = [row_to_edge(e) for e in edges_touching([memory_id])]
         named = {m for e in rows for m in _named(e)}
         others = {end for e in edges for end in (e.from_memory_id, e.to_memory_id)}
-        shown = seen(odb, (named | others) - {memory_id}, view) | {memory_id}
+        shown = passing(odb, sorted((named | others) - {memory_id}), ALL_STATUSES, None,
+                        view) | {memory_id}
         return MemoryHistory(
             node=row_to_node(row, odb.orchestrator_id), forgotten=bool(row.forgotten),
             reinforcements=row.reinforcements, subject=row.subject,

@@ -8,12 +8,13 @@ memories that carry every one of them. A hard-forgotten memory is seen by no one
 
 :meth:`View.sql` is the one definition, as a SQL condition over ``memories`` with its
 parameters (:meth:`View.sees` is the same in Python, for rows already read). The
-storage reads that hand memories to a surface take the view as a required argument and
-apply it where they read the rows: recall's candidates, nodes, neighbours and edges,
-list, get, history, the bulletin, context and working memory. A memory reached from a
-visible one (an edge's other end, a neighbour, the head of an Updates chain) is shown
-only when the same view sees it (:func:`seen`): an edge to a memory the reader may not
-see is left out whole, its id included.
+storage reads that hand memories to a surface take the reader's view (the narrowest,
+:data:`DEFAULT_VIEW`, when none is given) and apply it where they read the rows:
+recall's candidates, nodes, neighbours and edges, list, get, history, the bulletin,
+context and working memory. A memory reached from a visible one (an edge's other end,
+a neighbour, the head of an Updates chain) is shown only when the same view sees it
+(``recall_reads.passing``, the one check of a list of ids): an edge to a memory the
+reader may not see is left out whole, its id included.
 
 Internal work (the writer's reconciliation, reflection, migrations' checks) reads
 with :data:`EVERYTHING`, never a surface.
@@ -23,17 +24,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from orchmem.config import MemoryValidationError
 
 from ..governance import MAX_TAGS
 from ..schema import CONTROL_CHARS, MAX_ID_CHARS, MEMORY_ID_PATTERN
-
-if TYPE_CHECKING:
-    from .database import OrchestratorDB
 
 
 @dataclass(frozen=True)
@@ -110,20 +108,6 @@ def mentioned(*texts: str | None) -> set[str]:
     return {m for text in texts if text for m in _ANY_ID.findall(text)}
 
 
-_SEEN = ("SELECT memory_id FROM memories WHERE memory_id IN (SELECT value FROM json_each(?)) "
-         "AND +forgotten = 0 AND +status IN (SELECT value FROM json_each(?)) AND ")
-
-
-def seen(odb: OrchestratorDB, ids: Iterable[str], view: View,
-         statuses: Sequence[str] = ALL_STATUSES) -> set[str]:
-    """Those of ``ids`` that exist, are not forgotten, have one of ``statuses`` and that
-    ``view`` sees (run inside the caller's read snapshot)."""
-    wanted = sorted(set(ids))
-    if not wanted:
-        return set()
-    condition, params = view.sql()
-    return {r[0] for r in odb.sql(_SEEN + condition,
-                                  (json.dumps(wanted), json.dumps(list(statuses)), *params))}
 
 
 def _name(value: object, where: str) -> str | None:
