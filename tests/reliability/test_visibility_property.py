@@ -4,7 +4,8 @@ reader's view, by id or by text.
 
 The graphs are written through a real worker (Redis, Celery, SQLite). Each example then
 asks random views (session, project, restricted with a purpose or not, inactive or not)
-of every read surface: the client's recall (with random options), get, context_for and
+of every read surface: the client's recall (with random options: inactive, latest,
+episodes, route, as of and known at, types, a tag filter), get, context_for and
 bulletin; the CLI's list, history and recall --json; the export; the HTTP API's recall,
 bulletin and context; the MCP tools recall and bulletin over streamable HTTP. Every
 answer is searched whole (as JSON text) for the ids and the unique words of the memories
@@ -50,6 +51,7 @@ from orchmem_testing import (
 from orchmem.config import Settings
 from orchmem.models.embedding import Embedder
 from orchmem.models.export import export_jsonl
+from orchmem.models.schema import utc_now
 from orchmem.models.storage.database import Databases
 from orchmem.models.storage.memories import get_nodes
 from orchmem.models.storage.visibility import EVERYTHING, View
@@ -146,6 +148,7 @@ memory_specs = st.fixed_dictionaries({
     "project": st.sampled_from(PROJECTS),
     "sensitivity": st.sampled_from([None, "public", "confidential", "restricted"]),
     "secret": st.booleans(),
+    "tagged": st.booleans(),
 })
 edit_specs = st.fixed_dictionaries({
     "op": st.sampled_from(["link", "link", "supersede_content", "supersede_by", "forget",
@@ -162,6 +165,9 @@ request_specs = st.fixed_dictionaries({
     "latest": st.booleans(),
     "episodes": st.booleans(),
     "route": st.sampled_from([None, True, False]),
+    "tagged": st.booleans(),
+    "timed": st.sampled_from([None, "as_of", "known_at", "both"]),
+    "types": st.sampled_from([None, ["Fact"]]),
 })
 
 
@@ -175,6 +181,8 @@ def _memory(spec: dict[str, Any], token: str) -> dict[str, Any]:
         memory["sessionId"] = spec["session"]
     if spec["scope"] == "project":
         memory["projectId"] = spec["project"]
+    if spec["tagged"]:
+        memory["tags"] = ["red"]
     if spec["sensitivity"]:
         memory["sensitivity"] = spec["sensitivity"]
     return memory
@@ -289,10 +297,18 @@ def _python_surfaces(stack: Stack, req: dict[str, Any], view: View, hidden: dict
                      default_hidden: dict[str, str]) -> None:
     client, query = stack.client, f"{req['word']} note"
     wide = {"include_restricted": True, "purpose": PURPOSE} if req["restricted"] else {}
+    now = utc_now().isoformat()
+    times = {"as_of": now if req["timed"] in ("as_of", "both") else None,
+             "known_at": now if req["timed"] in ("known_at", "both") else None}
+    tags = ["red"] if req["tagged"] else None
     bundle = client.recall(query, session_id=req["session"], project_id=req["project"],
                            include_inactive=req["inactive"], latest=req["latest"],
-                           episodes=req["episodes"], route=req["route"], **wide)
-    _check("client.recall", bundle.dump(), hidden)
+                           episodes=req["episodes"], route=req["route"], types=req["types"],
+                           tags=tags, **times, **wide)
+    # a tag filter narrows the view: a neighbour without the tag is outside it too
+    _check("client.recall", bundle.dump(), _hidden(stack, _stored(stack), View(
+        view.session_id, view.project_id, tuple(tags or ()), view.include_restricted),
+        req["inactive"]) if tags else hidden)
     got = client.get(list(stack.written.token), session_id=req["session"],
                      project_id=req["project"], **wide)
     _check("client.get", [n.dump() for n in got if n.status.value != "retracted"],
