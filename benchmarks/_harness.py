@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 
 from orchmem.config import Settings, load_settings
-from orchmem.worker.app import create_app
-from orchmem.worker.broker import free_port, redis_server_binary
-from orchmem.worker.tomlwrite import to_toml
+from orchmem.worker.ops.tomlwrite import to_toml
+from orchmem.worker.runtime.app import create_app
+from orchmem.worker.runtime.broker import free_port, redis_server_binary
 
 
 def percentiles(values: Sequence[float], points: Sequence[int] = (50, 95, 99)) -> dict[str, float]:

@@ -18,7 +18,7 @@ from typing import Any
 
 from _harness import percentiles
 
-from orchmem.worker.app import OrchmemCelery
+from orchmem.worker.runtime.app import OrchmemCelery
 
 STAGES = ("task-sent", "task-received", "task-started", "task-succeeded")
 

@@ -25,7 +25,7 @@ from _harness import emit, settings_for, temp_root
 from orchmem.tasks.batch import SUCCESS, Waiting, apply_batch
 from orchmem.tasks.publish import envelope
 from orchmem.tasks.writeback import WRITEBACK
-from orchmem.worker.app import create_immediate_app
+from orchmem.worker.runtime.app import create_immediate_app
 
 MANUAL = {"sourceType": "manual", "capturedBy": "user"}
 WORDS = "amber basil cedar delta ember fjord garnet harbor indigo juniper kettle lantern".split()

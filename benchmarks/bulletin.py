@@ -19,12 +19,12 @@ import time
 from _harness import emit, percentiles, redis_server, settings_for, temp_root, worker_process
 from recall_latency import PEOPLE, QUESTIONS, THINGS, build
 
-from orchmem.models.bulletin import build as build_bulletin
-from orchmem.models.embedding import get_embedder
-from orchmem.models.schema import utc_now
-from orchmem.models.storage.database import Databases
-from orchmem.worker.app import create_app
-from orchmem.worker.client import MemoryClient
+from orchmem.models.bulletin.bulletin import build as build_bulletin
+from orchmem.models.core.schema import utc_now
+from orchmem.models.embedding.embedding import get_embedder
+from orchmem.models.storage.db.database import Databases
+from orchmem.worker.client.client import MemoryClient
+from orchmem.worker.runtime.app import create_app
 
 
 def main() -> None:
@@ -47,7 +47,7 @@ def main() -> None:
             assert odb is not None
             if odb.meta("bench_size") != str(size):
                 build(databases, orch, size, embedder, seed=size)
-                from orchmem.models.storage.events import set_meta
+                from orchmem.models.storage.memories.events import set_meta
 
                 with odb.write():
                     set_meta("bench_size", str(size))

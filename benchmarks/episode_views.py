@@ -28,14 +28,14 @@ from typing import Any
 from _harness import emit, percentiles, temp_root
 
 from orchmem.config import load_settings
-from orchmem.models import textquery
-from orchmem.models.episodes import similar_episodes
-from orchmem.models.execlog import LogEventInput, new_run_id
-from orchmem.models.logwrite import append_and_project
-from orchmem.models.schema import MemoryInput, format_ts, utc_now, validate
-from orchmem.models.storage.database import Databases, OrchestratorDB
+from orchmem.models.core.schema import MemoryInput, format_ts, utc_now, validate
+from orchmem.models.execlog.episodes import similar_episodes
+from orchmem.models.execlog.execlog import LogEventInput, new_run_id
+from orchmem.models.execlog.logwrite import append_and_project
+from orchmem.models.language import textquery
+from orchmem.models.storage.db.database import Databases, OrchestratorDB
 from orchmem.models.storage.visibility import View
-from orchmem.models.writeback import write_memories
+from orchmem.models.writeback.writeback import write_memories
 
 ORCH = "bench-episodes"
 SYSTEMS = ["billing", "search", "ledger", "gateway", "scheduler", "mailer", "auth", "cache",
@@ -73,7 +73,7 @@ def build(odb: OrchestratorDB, runs: int, rng: random.Random) -> None:
 
 
 def unplaced(odb: OrchestratorDB, query: str, limit: int = 3) -> list[dict[str, Any]]:
-    """The episode search before issue 18's placement (models/storage/episodes.py)."""
+    """The episode search before issue 18's placement (models/storage/execlog/episodes.py)."""
     terms = textquery.query_terms(query)
     match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
     rows = odb.sql("SELECT e.episode_id, e.run_id, e.title, e.summary, e.participants, "

@@ -28,11 +28,11 @@ import numpy as np
 from _harness import emit
 
 from orchmem.config import load_settings
-from orchmem.models.embedding import get_embedder
-from orchmem.models.evolves import RELATIONS, relation_of
-from orchmem.models.extraction import subject_of
-from orchmem.models.schema import MemoryType, content_fingerprint
-from orchmem.models.storage.reflection import StoredUnit
+from orchmem.models.core.schema import MemoryType, content_fingerprint
+from orchmem.models.embedding.embedding import get_embedder
+from orchmem.models.reflection.evolves import RELATIONS, relation_of
+from orchmem.models.storage.reflection.reflection import StoredUnit
+from orchmem.models.writeback.extraction import subject_of
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "evolves_labelled.jsonl"
 SUPERSEDE = {"replaces", "challenges"}

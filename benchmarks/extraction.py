@@ -17,7 +17,7 @@ from pathlib import Path
 
 from _harness import emit
 
-from orchmem.models.extraction import Message, load_extractor
+from orchmem.models.writeback.extraction import Message, load_extractor
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "extraction_labelled.jsonl"
 

@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 from _harness import emit
 
-from orchmem.models.extraction import ExtractionBudget, extract_document
+from orchmem.models.writeback.extraction import ExtractionBudget, extract_document
 
 #: Sizes below this are timed this many times more (a run there takes microseconds).
 SMALL_CHARS = 100_000

@@ -26,10 +26,10 @@ from _harness import emit, percentiles, temp_root
 from recall_latency import PEOPLE, QUESTIONS, THINGS, build
 
 from orchmem.config import load_settings
-from orchmem.models.embedding import get_embedder
-from orchmem.models.recall import recall
+from orchmem.models.embedding.embedding import get_embedder
+from orchmem.models.recall.recall import recall
 from orchmem.models.storage import visibility
-from orchmem.models.storage.database import Databases
+from orchmem.models.storage.db.database import Databases
 from orchmem.models.storage.visibility import View
 
 ORCH = "bench-views"

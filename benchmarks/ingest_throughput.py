@@ -17,12 +17,12 @@ import time
 
 from _harness import emit, redis_server, settings_for, temp_root, worker_process
 
-from orchmem.models.storage.database import Databases
-from orchmem.models.storage.stats import stats
+from orchmem.models.storage.db.database import Databases
+from orchmem.models.storage.db.stats import stats
 from orchmem.tasks.ingest import INGEST_SCAN
 from orchmem.tasks.writeback import WRITEBACK
-from orchmem.worker.app import create_app
-from orchmem.worker.publish import publish
+from orchmem.worker.runtime.app import create_app
+from orchmem.worker.runtime.publish import publish
 
 WORDS = ("apple harbor quartz meadow lantern falcon copper velvet summit prairie orchid "
          "glacier saffron timber ember nectar willow raven marble lagoon").split()

@@ -17,7 +17,7 @@ conversation (benchmarks/data/unrelated_questions.txt, asked of every conversati
     python benchmarks/locomo.py --hybrid-only --crystals   # reflect first: crystals too
     python benchmarks/locomo.py --variants hybrid,router   # some variants only
 
-The router's variants (models/router.py): ``router`` is the whole plan; each
+The router's variants (models/recall/router.py): ``router`` is the whole plan; each
 ``router-no-*`` leaves one part out (an ablation): ``-time`` the question's window
 (its boost and its own list) and the favour of dated memories for a question about
 when; ``-expansion`` the neighbour expansion; ``-substance`` the lowering of memories
@@ -55,13 +55,13 @@ from _harness import emit, temp_root
 
 from orchmem.config import load_settings
 from orchmem.config.memory_settings import RetrievalSettings
-from orchmem.models.embedding import get_embedder
-from orchmem.models.recall import recall
-from orchmem.models.router import Plan
-from orchmem.models.router import plan as route_plan
-from orchmem.models.schema import MemoryInput, validate
-from orchmem.models.storage.database import Databases
-from orchmem.models.writeback import write_memories
+from orchmem.models.core.schema import MemoryInput, validate
+from orchmem.models.embedding.embedding import get_embedder
+from orchmem.models.recall.recall import recall
+from orchmem.models.recall.router import Plan
+from orchmem.models.recall.router import plan as route_plan
+from orchmem.models.storage.db.database import Databases
+from orchmem.models.writeback.writeback import write_memories
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "bench" / "data" / "locomo7.json"
 UNRELATED = Path(__file__).resolve().parent / "data" / "unrelated_questions.txt"

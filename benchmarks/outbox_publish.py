@@ -20,7 +20,7 @@ from typing import Any
 
 from _harness import emit, percentiles, redis_server, settings_for, temp_root
 
-from orchmem.worker.client import MemoryClient
+from orchmem.worker.client.client import MemoryClient
 
 MANUAL = {"sourceType": "manual", "capturedBy": "user"}
 
@@ -41,8 +41,8 @@ def fill(path: Path, count: int) -> None:
 
 def prune_seconds(client: MemoryClient) -> dict[str, Any]:
     try:
-        from orchmem.models.storage.database import Databases
-        from orchmem.models.storage.outbox import prune_done
+        from orchmem.models.storage.db.database import Databases
+        from orchmem.models.storage.delivery.outbox import prune_done
     except ImportError:  # releases before the storage layer
         from orchmem.models.database import Databases  # type: ignore[import-not-found,no-redef]
         from orchmem.models.outbox import prune_done  # type: ignore[import-not-found,no-redef]

@@ -31,9 +31,9 @@ from locomo import CATEGORIES, DEFAULT_DATA, load_conversation, session_date
 from recall_latency import PEOPLE, QUESTIONS, THINGS
 
 from orchmem.config import load_settings
-from orchmem.models.embedding import get_embedder
-from orchmem.models.recall import recall
-from orchmem.models.storage.database import Databases
+from orchmem.models.embedding.embedding import get_embedder
+from orchmem.models.recall.recall import recall
+from orchmem.models.storage.db.database import Databases
 
 ROUTES = {"router": True, "hybrid": False}
 #: The clock of the generated databases' recalls (recency must not move between runs).
@@ -68,7 +68,7 @@ def locomo_cases(root: str, data: str, conversations: int) -> Iterator[dict[str,
         if odb.meta("locomo_loaded") is None:  # type: ignore[union-attr]
             load_conversation(odb, sample, get_embedder(databases.settings.embedding))
             with odb.write():  # type: ignore[union-attr]
-                from orchmem.models.storage.events import set_meta
+                from orchmem.models.storage.memories.events import set_meta
                 set_meta("locomo_loaded", "1")
         now = _last_session(sample["conversation"]) + timedelta(days=1)
         for qa in sample["qa"]:

@@ -20,8 +20,8 @@ from _harness import emit, percentiles
 from recall_latency import PEOPLE, QUESTIONS, THINGS
 
 from orchmem.config import load_settings
-from orchmem.models.recall import recall
-from orchmem.models.storage.database import Databases
+from orchmem.models.recall.recall import recall
+from orchmem.models.storage.db.database import Databases
 
 
 def measure(databases: Databases, orch: str, queries: list[str], rounds: int) -> dict[str, Any]:

@@ -20,9 +20,9 @@ from _harness import emit, orchmem_process, percentiles, redis_server, settings_
 from recall_latency import PEOPLE, QUESTIONS, THINGS, build
 
 from orchmem.config import Settings
-from orchmem.models.embedding import get_embedder
-from orchmem.models.storage.database import Databases
-from orchmem.models.storage.events import set_meta
+from orchmem.models.embedding.embedding import get_embedder
+from orchmem.models.storage.db.database import Databases
+from orchmem.models.storage.memories.events import set_meta
 from orchmem.worker import MemoryClient
 
 

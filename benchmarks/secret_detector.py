@@ -1,4 +1,4 @@
-"""Precision and recall of the rules-first secret detector (models/secrets.py).
+"""Precision and recall of the rules-first secret detector (models/writeback/secrets.py).
 
 Two labelled sets in tests/data/secrets/: ``labelled.jsonl`` was written together with
 the rules (they were fitted to it), ``heldout.jsonl`` was written after them and never
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from _harness import emit
 
-from orchmem.models.secret_scores import score
+from orchmem.models.writeback.secret_scores import score
 
 DATA = Path(__file__).parents[1] / "tests" / "data" / "secrets"
 

@@ -25,8 +25,8 @@ from _procs import cpu_now, redis_pids, rss_mb, wait_now, worker_pids
 from _timeline import BulletinTrace, Timeline, memory_logs
 
 from orchmem.config import Settings
-from orchmem.worker.app import create_app
-from orchmem.worker.client import MemoryClient
+from orchmem.worker.client.client import MemoryClient
+from orchmem.worker.runtime.app import create_app
 
 WORDS = ("amber basil cedar delta ember fjord garnet harbor indigo juniper kettle lantern "
          "meadow nectar orchid pepper quartz raven saffron tundra umber velvet willow").split()

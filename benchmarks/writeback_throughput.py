@@ -32,13 +32,13 @@ from _harness import emit, percentiles, redis_server, settings_for, temp_root, w
 from _procs import cpu_by_part, redis_pids, worker_pids
 
 from orchmem.config import Settings
-from orchmem.models.embedding import get_embedder
-from orchmem.models.schema import parse_ts
-from orchmem.models.storage.database import Databases
+from orchmem.models.core.schema import parse_ts
+from orchmem.models.embedding.embedding import get_embedder
+from orchmem.models.storage.db.database import Databases
 from orchmem.tasks.publish import envelope, send_envelope
 from orchmem.tasks.writeback import WRITEBACK
-from orchmem.worker.app import OrchmemCelery, create_app
-from orchmem.worker.publish import publish
+from orchmem.worker.runtime.app import OrchmemCelery, create_app
+from orchmem.worker.runtime.publish import publish
 
 MANUAL = {"sourceType": "manual", "capturedBy": "user"}
 #: A CPU-bound PyTorch process beside the worker (``--contention``): matrix products on

@@ -1,6 +1,6 @@
 """Settings and the error hierarchy: the bottom layer of orchmem."""
 
-from .errors import (
+from orchmem.config.errors import (
     BrokerUnavailable,
     ConfigError,
     EmbeddingError,
@@ -18,10 +18,10 @@ from .errors import (
     StorageError,
     UnknownOrchestrator,
 )
-from .ids import ORCHESTRATOR_ID_PATTERN, check_no_case_twin, check_orchestrator_id
-from .loading import load_settings
-from .memory_settings import MemorySettings
-from .settings import Settings
+from orchmem.config.ids import ORCHESTRATOR_ID_PATTERN, check_no_case_twin, check_orchestrator_id
+from orchmem.config.loading import load_settings
+from orchmem.config.memory_settings import MemorySettings
+from orchmem.config.settings import Settings
 
 __all__ = [
     "ORCHESTRATOR_ID_PATTERN",

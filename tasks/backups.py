@@ -7,10 +7,9 @@ from typing import Any
 
 from celery import shared_task
 
-from orchmem.models.storage.backup import prune, take_backup
-from orchmem.models.storage.database import OrchestratorDB
-
-from .base import MemoryTask
+from orchmem.models.storage.db.backup import prune, take_backup
+from orchmem.models.storage.db.database import OrchestratorDB
+from orchmem.tasks.base import MemoryTask
 
 BACKUP = "orchmem.backup"
 

@@ -36,11 +36,10 @@ from orchmem.config import (
     ScopeViolation,
     Settings,
 )
-from orchmem.models.memlog import MemoryLog
-from orchmem.models.storage.database import Databases, OrchestratorDB
-from orchmem.models.storage.integrity import quarantine
-
-from . import pipeline
+from orchmem.models.storage.db.database import Databases, OrchestratorDB
+from orchmem.models.storage.db.integrity import quarantine
+from orchmem.models.workspace.memlog import MemoryLog
+from orchmem.tasks import pipeline
 
 logger = logging.getLogger(__name__)
 
@@ -65,7 +64,7 @@ class MemoryTask(Task):
     batchable = False
     #: Reads the orchestrator's file and writes nothing in it (its own snapshot files
     #: at most): a shard worker may run the waiting ones in one pool job, after the
-    #: commit of the writes waiting before them (:mod:`orchmem.worker.batching`).
+    #: commit of the writes waiting before them (:mod:`orchmem.worker.runtime.batching`).
     read_only = False
 
     def said_again(self, odb: OrchestratorDB, result: dict[str, Any]) -> bool:

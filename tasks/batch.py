@@ -1,7 +1,7 @@
 """Several waiting deliveries of one batchable task, applied together (in a pool child).
 
 A shard worker hands the deliveries of a task declared ``batchable`` that are waiting
-together (``orchmem.worker.batching``) to :func:`apply_batch`; they may be of several
+together (``orchmem.worker.runtime.batching``) to :func:`apply_batch`; they may be of several
 orchestrators.
 
 1. Per orchestrator, each delivery that can go into a batch (its payload has a key, it
@@ -36,17 +36,16 @@ from celery import signals
 from celery.exceptions import Ignore, Retry
 
 from orchmem.config import EmbeddingError, OrchmemError, StorageError, check_orchestrator_id
-from orchmem.models import batch_vectors
-from orchmem.models.embedding import get_embedder
-from orchmem.models.payloads import key_of
-from orchmem.models.reconcile import NEIGHBOURS
-from orchmem.models.storage import receipts
-from orchmem.models.storage.database import OrchestratorDB
-
-from .pipeline import check_size
+from orchmem.models.core.payloads import key_of
+from orchmem.models.embedding import batch_vectors
+from orchmem.models.embedding.embedding import get_embedder
+from orchmem.models.storage.db.database import OrchestratorDB
+from orchmem.models.storage.delivery import receipts
+from orchmem.models.writeback.reconcile import NEIGHBOURS
+from orchmem.tasks.pipeline import check_size
 
 if TYPE_CHECKING:
-    from .base import MemoryTask
+    from orchmem.tasks.base import MemoryTask
 
 logger = logging.getLogger(__name__)
 

@@ -11,13 +11,12 @@ from typing import Any
 
 from celery import shared_task
 
-from orchmem.models.atomic import write_atomically
-from orchmem.models.bulletin import SNAPSHOT_JSON, SNAPSHOT_MD, Bulletin, build
-from orchmem.models.private import private_dir
-from orchmem.models.schema import format_ts, utc_now
-from orchmem.models.storage.database import OrchestratorDB
-
-from .base import MemoryTask
+from orchmem.models.bulletin.bulletin import SNAPSHOT_JSON, SNAPSHOT_MD, Bulletin, build
+from orchmem.models.core.schema import format_ts, utc_now
+from orchmem.models.storage.db.database import OrchestratorDB
+from orchmem.models.workspace.atomic import write_atomically
+from orchmem.models.workspace.private import private_dir
+from orchmem.tasks.base import MemoryTask
 
 logger = logging.getLogger(__name__)
 

@@ -7,15 +7,14 @@ from typing import Any
 from celery import shared_task
 
 from orchmem.config import MemoryNotFound
-from orchmem.models.edits import EDIT_ADAPTER, apply_edit, erases, undone
-from orchmem.models.schema import validate_with
-from orchmem.models.storage.database import OrchestratorDB
-from orchmem.models.storage.outbox import writes_in_flight
-
-from .base import MemoryTask
-from .forget import erase_elsewhere
-from .ingest import INGEST_SCAN
-from .writeback import WRITEBACK
+from orchmem.models.core.schema import validate_with
+from orchmem.models.governance.edits import EDIT_ADAPTER, apply_edit, erases, undone
+from orchmem.models.storage.db.database import OrchestratorDB
+from orchmem.models.storage.delivery.outbox import writes_in_flight
+from orchmem.tasks.base import MemoryTask
+from orchmem.tasks.forget import erase_elsewhere
+from orchmem.tasks.ingest import INGEST_SCAN
+from orchmem.tasks.writeback import WRITEBACK
 
 EDIT = "orchmem.edit"
 RETRY_EVERY_S = 2
@@ -36,7 +35,7 @@ def edit(self: MemoryTask, orchestrator_id: str, payload: dict[str, Any]) -> dic
 
     Returns ``{"ok", "op", "memoryIds", "edgeIds"?, "duplicate"}``; a hard forget adds
     ``"erased"``: one key per step of the registry of what is derived from memories
-    that reports (:mod:`orchmem.models.derived`; the broker's and the bulletin's in
+    that reports (:mod:`orchmem.models.governance.derived`; the broker's and the bulletin's in
     :mod:`.forget`).
     """
 

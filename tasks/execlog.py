@@ -11,13 +11,12 @@ from typing import Any
 
 from celery import shared_task
 
-from orchmem.models.execlog import check_log_request
-from orchmem.models.logwrite import append_and_project
-from orchmem.models.schema import format_ts, utc_now
-from orchmem.models.storage import receipts
-from orchmem.models.storage.database import OrchestratorDB
-
-from .base import MemoryTask
+from orchmem.models.core.schema import format_ts, utc_now
+from orchmem.models.execlog.execlog import check_log_request
+from orchmem.models.execlog.logwrite import append_and_project
+from orchmem.models.storage.db.database import OrchestratorDB
+from orchmem.models.storage.delivery import receipts
+from orchmem.tasks.base import MemoryTask
 
 LOG = "orchmem.log"
 

@@ -1,4 +1,4 @@
-"""The steps of the hard forget's registry (models/derived.py) that only a task runs: the
+"""The steps of the hard forget's registry (models/governance/derived.py) that only a task runs: the
 stored task results of the orchestrator in the result backend, the broker's append-only
 file, and the bulletin snapshot (:data:`STEPS`, one per entry marked ``by_task``).
 
@@ -24,11 +24,10 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from orchmem.config import OrchmemError
-from orchmem.models.derived import task_steps
-from orchmem.models.storage.database import OrchestratorDB
-
-from .base import MemoryTask
-from .bulletin import SNAPSHOT_JSON, SNAPSHOT_MD, write_bulletin
+from orchmem.models.governance.derived import task_steps
+from orchmem.models.storage.db.database import OrchestratorDB
+from orchmem.tasks.base import MemoryTask
+from orchmem.tasks.bulletin import SNAPSHOT_JSON, SNAPSHOT_MD, write_bulletin
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +36,7 @@ _GLOB = re.compile(r"([*?\[\]\\])")
 
 def erase_elsewhere(task: MemoryTask, odb: OrchestratorDB) -> dict[str, Any]:
     """Run the step of every registry entry models leave to a task
-    (:func:`orchmem.models.derived.task_steps`). Returns ``{"bulletin": "rebuilt" |
+    (:func:`orchmem.models.governance.derived.task_steps`). Returns ``{"bulletin": "rebuilt" |
     "none" | "deleted (…)", "results": n | "failed: …", "aofRewrite": "requested" |
     "not needed: AOF is off" | "refused: …" | "no broker (immediate mode)"}``; never
     raises."""

@@ -7,13 +7,12 @@ from typing import Any
 from celery import shared_task
 
 from orchmem.config import MemoryDisabled
-from orchmem.models.ingest import scan
-from orchmem.models.reconcile import Proposed
-from orchmem.models.storage.database import OrchestratorDB
-
-from .base import MemoryTask
-from .publish import envelope, follow_up_key, send_envelope
-from .writeback import embed_proposals
+from orchmem.models.ingest.ingest import scan
+from orchmem.models.storage.db.database import OrchestratorDB
+from orchmem.models.writeback.reconcile import Proposed
+from orchmem.tasks.base import MemoryTask
+from orchmem.tasks.publish import envelope, follow_up_key, send_envelope
+from orchmem.tasks.writeback import embed_proposals
 
 INGEST_SCAN = "orchmem.ingest_scan"
 

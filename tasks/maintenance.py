@@ -31,28 +31,28 @@ from typing import Any
 from celery import shared_task
 
 from orchmem.config import MemoryCorrupt, MemoryNotFound, MemoryValidationError, OrchmemError
-from orchmem.models.embedding import get_embedder
-from orchmem.models.reembed import reembed_batch, remaining
-from orchmem.models.reflect import reflect_due
-from orchmem.models.schema import format_ts, utc_now
-from orchmem.models.storage import fts, receipts
-from orchmem.models.storage.database import (
+from orchmem.models.core.schema import format_ts, utc_now
+from orchmem.models.embedding.embedding import get_embedder
+from orchmem.models.embedding.reembed import reembed_batch, remaining
+from orchmem.models.reflection.reflect import reflect_due
+from orchmem.models.storage.db.database import (
     OrchestratorDB,
     known_orchestrators,
     optimize_and_checkpoint,
 )
-from orchmem.models.storage.deadletters import release_dead_letter
-from orchmem.models.storage.events import watermark
-from orchmem.models.storage.integrity import integrity_problem
-from orchmem.models.storage.outbox import Outbox, prune_done
-
-from .backups import BACKUP
-from .base import MemoryTask
-from .bulletin import BULLETIN
-from .ingest import INGEST_SCAN
-from .publish import envelope, follow_up_key, resend, send_envelope
-from .reflect import REFLECT
-from .retention import RETENTION
+from orchmem.models.storage.db.integrity import integrity_problem
+from orchmem.models.storage.delivery import receipts
+from orchmem.models.storage.delivery.deadletters import release_dead_letter
+from orchmem.models.storage.delivery.outbox import Outbox, prune_done
+from orchmem.models.storage.memories.events import watermark
+from orchmem.models.storage.search import fts
+from orchmem.tasks.backups import BACKUP
+from orchmem.tasks.base import MemoryTask
+from orchmem.tasks.bulletin import BULLETIN
+from orchmem.tasks.ingest import INGEST_SCAN
+from orchmem.tasks.publish import envelope, follow_up_key, resend, send_envelope
+from orchmem.tasks.reflect import REFLECT
+from orchmem.tasks.retention import RETENTION
 
 logger = logging.getLogger(__name__)
 

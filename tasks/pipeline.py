@@ -40,14 +40,13 @@ from orchmem.config import (
     StorageError,
     check_orchestrator_id,
 )
-from orchmem.models.payloads import key_of
-from orchmem.models.storage import deadletters, receipts
-from orchmem.models.storage.database import OrchestratorDB
-
-from .publish import send
+from orchmem.models.core.payloads import key_of
+from orchmem.models.storage.db.database import OrchestratorDB
+from orchmem.models.storage.delivery import deadletters, receipts
+from orchmem.tasks.publish import send
 
 if TYPE_CHECKING:
-    from .base import MemoryTask
+    from orchmem.tasks.base import MemoryTask
 
 logger = logging.getLogger(__name__)
 

@@ -30,9 +30,9 @@ from kombu.exceptions import KombuError, OperationalError
 from redis.exceptions import RedisError
 
 from orchmem.config import BrokerUnavailable, StorageError, check_orchestrator_id
-from orchmem.models.payloads import key_of
-from orchmem.models.schema import format_ts, utc_now
-from orchmem.models.storage.outbox import Outbox
+from orchmem.models.core.payloads import key_of
+from orchmem.models.core.schema import format_ts, utc_now
+from orchmem.models.storage.delivery.outbox import Outbox
 
 logger = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ Both are writes with a receipt, published on the one publish path: beat's fan-ou
 publishes ``reflect`` for each orchestrator whose memory changed since its last
 reflection (or whose working.md is a day old); ``orchmem reflect`` and
 ``MemoryClient.reflect`` publish it on demand. ``review`` accepts or rejects one
-evolves proposal (models/review.py).
+evolves proposal (models/reflection/review.py).
 """
 
 from __future__ import annotations
@@ -14,14 +14,13 @@ from typing import Any
 
 from celery import shared_task
 
-from orchmem.models.crystals import load_summariser
-from orchmem.models.embedding import get_embedder
-from orchmem.models.reflect import reflect
-from orchmem.models.review import REVIEW_ADAPTER, apply_review
-from orchmem.models.schema import validate_with
-from orchmem.models.storage.database import OrchestratorDB
-
-from .base import MemoryTask
+from orchmem.models.core.schema import validate_with
+from orchmem.models.embedding.embedding import get_embedder
+from orchmem.models.reflection.crystals import load_summariser
+from orchmem.models.reflection.reflect import reflect
+from orchmem.models.reflection.review import REVIEW_ADAPTER, apply_review
+from orchmem.models.storage.db.database import OrchestratorDB
+from orchmem.tasks.base import MemoryTask
 
 REFLECT = "orchmem.reflect"
 REVIEW = "orchmem.review"
@@ -30,7 +29,7 @@ REVIEW = "orchmem.review"
 @shared_task(base=MemoryTask, bind=True, name=REFLECT, kind="reflect")
 def reflect_task(self: MemoryTask, orchestrator_id: str,
                  payload: dict[str, Any]) -> dict[str, Any]:
-    """Reflect over one orchestrator's memory once (models/reflect.py).
+    """Reflect over one orchestrator's memory once (models/reflection/reflect.py).
 
     Returns ``{"ok", "units", "topics", "topicsChanged", "conflictsOpened",
     "conflictsDismissed", "proposals", "autoApplied", "crystals", "crystalsBuilt",
@@ -57,7 +56,7 @@ def review(self: MemoryTask, orchestrator_id: str, payload: dict[str, Any]) -> d
     """Accept or reject one proposal (``{"op": "accept" | "reject", "proposalId",
     "reason"?}``). Returns ``{"ok", "op", "proposalId", "relation", "status",
     "superseded", "edgeIds", "insightsDismissed", "duplicate"}``; refusals as in
-    models/review.py."""
+    models/reflection/review.py."""
 
     def body(odb: OrchestratorDB, key: str) -> dict[str, Any]:
         change = validate_with(REVIEW_ADAPTER, payload, workspace=odb.workspace, name="review")

@@ -1,5 +1,5 @@
 """The retention job: forget what ``memory.governance.retention`` says is too old
-(models/retention.py), audited per memory, with its counts in memory.log."""
+(models/governance/retention.py), audited per memory, with its counts in memory.log."""
 
 from __future__ import annotations
 
@@ -7,12 +7,11 @@ from typing import Any
 
 from celery import shared_task
 
-from orchmem.models.retention import apply_retention
-from orchmem.models.schema import utc_now
-from orchmem.models.storage.database import OrchestratorDB
-
-from .base import MemoryTask
-from .forget import erase_elsewhere
+from orchmem.models.core.schema import utc_now
+from orchmem.models.governance.retention import apply_retention
+from orchmem.models.storage.db.database import OrchestratorDB
+from orchmem.tasks.base import MemoryTask
+from orchmem.tasks.forget import erase_elsewhere
 
 RETENTION = "orchmem.retention"
 

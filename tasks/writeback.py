@@ -9,20 +9,19 @@ from typing import Any
 from celery import shared_task
 
 from orchmem.config import EmbeddingError
-from orchmem.models import batch_vectors
-from orchmem.models.embedding import get_embedder
-from orchmem.models.execlog import check_step_events
-from orchmem.models.extraction import load_extractor
-from orchmem.models.logwrite import append_and_project
-from orchmem.models.payloads import WritebackRequest, check_writeback
-from orchmem.models.proposals import Proposals, build
-from orchmem.models.reconcile import Proposed
-from orchmem.models.schema import format_ts, utc_now
-from orchmem.models.storage.database import OrchestratorDB
-from orchmem.models.storage.memories import retracted_of
-from orchmem.models.writeback import write_memories
-
-from .base import MemoryTask
+from orchmem.models.core.payloads import WritebackRequest, check_writeback
+from orchmem.models.core.schema import format_ts, utc_now
+from orchmem.models.embedding import batch_vectors
+from orchmem.models.embedding.embedding import get_embedder
+from orchmem.models.execlog.execlog import check_step_events
+from orchmem.models.execlog.logwrite import append_and_project
+from orchmem.models.storage.db.database import OrchestratorDB
+from orchmem.models.storage.memories.memories import retracted_of
+from orchmem.models.writeback.extraction import load_extractor
+from orchmem.models.writeback.proposals import Proposals, build
+from orchmem.models.writeback.reconcile import Proposed
+from orchmem.models.writeback.writeback import write_memories
+from orchmem.tasks.base import MemoryTask
 
 logger = logging.getLogger(__name__)
 

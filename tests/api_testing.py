@@ -13,11 +13,11 @@ from fastapi import FastAPI
 from orchmem_testing import free_port, make_settings
 
 from orchmem.config import Settings
-from orchmem.models.workspace import Workspace
-from orchmem.worker.api import create_api
-from orchmem.worker.api_auth import Admissions
-from orchmem.worker.api_server import server_config
-from orchmem.worker.tokens import TokenStore
+from orchmem.models.workspace.folders import Workspace
+from orchmem.worker.api.api import create_api
+from orchmem.worker.api.api_auth import Admissions
+from orchmem.worker.api.api_server import server_config
+from orchmem.worker.api.tokens import TokenStore
 
 
 @dataclass

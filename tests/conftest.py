@@ -19,9 +19,9 @@ import pytest
 from orchmem_testing import RedisServer, WorkerProcess, make_settings, unique_id
 
 from orchmem.config import Settings
-from orchmem.models.embedding import Embedder, get_embedder
-from orchmem.models.reconcile import Proposed
-from orchmem.worker.app import OrchmemCelery, create_app
+from orchmem.models.embedding.embedding import Embedder, get_embedder
+from orchmem.models.writeback.reconcile import Proposed
+from orchmem.worker.runtime.app import OrchmemCelery, create_app
 
 _db_numbers = itertools.count(1)
 #: The embedding function ingest's ``scan`` takes.

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from orchmem.models.extraction import Candidate, Message
-from orchmem.models.schema import MemoryType
+from orchmem.models.core.schema import MemoryType
+from orchmem.models.writeback.extraction import Candidate, Message
 
 CALLS: list[tuple[int, str]] = []
 

@@ -8,13 +8,13 @@ from pathlib import Path
 from typing import Any
 
 from orchmem.config import Settings
-from orchmem.models.edits import Forget, Link, Retract, Supersede, apply_edit
-from orchmem.models.embedding import Embedder
-from orchmem.models.reembed import reembed_batch
-from orchmem.models.schema import EdgeInput, MemoryInput, MemoryType, validate
-from orchmem.models.storage.database import Databases, OrchestratorDB
-from orchmem.models.storage.migrations import downgrade
-from orchmem.models.writeback import write_memories
+from orchmem.models.core.schema import EdgeInput, MemoryInput, MemoryType, validate
+from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.embedding.reembed import reembed_batch
+from orchmem.models.governance.edits import Forget, Link, Retract, Supersede, apply_edit
+from orchmem.models.storage.db.database import Databases, OrchestratorDB
+from orchmem.models.storage.schema.migrations import downgrade
+from orchmem.models.writeback.writeback import write_memories
 
 #: One source of each type (the ingest one gets its path in the workspace).
 SOURCES: list[dict[str, Any]] = [
@@ -76,7 +76,7 @@ def seed(odb: OrchestratorDB, embedder: Embedder) -> dict[str, str]:
     return ids
 
 
-#: The side table schema 3's down step adds (models/storage/governance_kept.py): the
+#: The side table schema 3's down step adds (models/storage/schema/governance_kept.py): the
 #: release a file goes down to ignores a table it does not know, so the comparisons with
 #: the schema that release really wrote (tests/data/) leave this one table out.
 SIDE_TABLE = 'CREATE TABLE "governance_kept" '

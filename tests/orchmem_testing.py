@@ -20,10 +20,10 @@ from typing import Any
 import redis
 
 from orchmem.config import Settings, load_settings
-from orchmem.models.private import private_dir, write_private
-from orchmem.worker.app import OrchmemCelery, create_app
-from orchmem.worker.broker import redis_server_binary
-from orchmem.worker.tomlwrite import to_toml
+from orchmem.models.workspace.private import private_dir, write_private
+from orchmem.worker.ops.tomlwrite import to_toml
+from orchmem.worker.runtime.app import OrchmemCelery, create_app
+from orchmem.worker.runtime.broker import redis_server_binary
 
 _counter = itertools.count()
 

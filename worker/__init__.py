@@ -25,19 +25,18 @@ if TYPE_CHECKING:
         Settings,
         load_settings,
     )
-    from orchmem.models.recall import RecallBundle
-
-    from .client import MemoryClient
-    from .handles import BulletinResult, Context, WriteHandle
+    from orchmem.models.recall.recall import RecallBundle
+    from orchmem.worker.client.client import MemoryClient
+    from orchmem.worker.client.handles import BulletinResult, Context, WriteHandle
 
 #: Where each public name is defined.
 _SOURCES = {
     **dict.fromkeys(["BrokerUnavailable", "ConfigError", "MemoryCorrupt", "MemoryDisabled",
                      "MemoryNotFound", "MemoryValidationError", "OrchmemError",
                      "ScopeViolation", "Settings", "load_settings"], "orchmem.config"),
-    "RecallBundle": "orchmem.models.recall",
-    "MemoryClient": "orchmem.worker.client",
-    **dict.fromkeys(["BulletinResult", "Context", "WriteHandle"], "orchmem.worker.handles"),
+    "RecallBundle": "orchmem.models.recall.recall",
+    "MemoryClient": "orchmem.worker.client.client",
+    **dict.fromkeys(["BulletinResult", "Context", "WriteHandle"], "orchmem.worker.client.handles"),
 }
 
 __all__ = [

@@ -3,9 +3,9 @@ the records rebuild: ``orchmem rebuild``."""
 
 from __future__ import annotations
 
-from .database import OrchestratorDB
-from .events import bump_meta
-from .tables import FTS_DDL, META_EMBEDDING_DELETES, MemoryEmbeddingRow
+from orchmem.models.storage.db.database import OrchestratorDB
+from orchmem.models.storage.memories.events import bump_meta
+from orchmem.models.storage.schema.tables import FTS_DDL, META_EMBEDDING_DELETES, MemoryEmbeddingRow
 
 
 def rebuild_fts(odb: OrchestratorDB) -> int:

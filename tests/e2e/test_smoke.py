@@ -10,9 +10,9 @@ from orchmem_testing import unique_id
 
 from orchmem.config import Settings
 from orchmem.examples import ReferenceOrchestrator
-from orchmem.models.memlog import read_log
-from orchmem.worker.app import OrchmemCelery
-from orchmem.worker.client import MemoryClient
+from orchmem.models.workspace.memlog import read_log
+from orchmem.worker.client.client import MemoryClient
+from orchmem.worker.runtime.app import OrchmemCelery
 
 pytestmark = pytest.mark.usefixtures("worker")
 

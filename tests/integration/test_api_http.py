@@ -17,12 +17,12 @@ from api_testing import ApiServer, immediate_settings, start_api
 from orchmem_testing import WorkerProcess, unique_id, wait_until
 
 from orchmem.config import Settings
-from orchmem.models.embedding import Embedder
-from orchmem.models.execlog import new_run_id
-from orchmem.models.memlog import read_log
-from orchmem.models.recall import recall as local_recall
-from orchmem.models.storage.database import Databases
-from orchmem.models.workspace import Workspace
+from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.execlog.execlog import new_run_id
+from orchmem.models.recall.recall import recall as local_recall
+from orchmem.models.storage.db.database import Databases
+from orchmem.models.workspace.folders import Workspace
+from orchmem.models.workspace.memlog import read_log
 
 ALPHA, BETA = "alpha", "beta"
 BASE = "/v1/orchestrators"

@@ -11,9 +11,9 @@ from click.testing import CliRunner
 from orchmem_testing import make_settings
 
 from orchmem.config import ConfigError, MemoryNotFound, MemoryValidationError, Settings
-from orchmem.models.workspace import Workspace
+from orchmem.models.workspace.folders import Workspace
+from orchmem.worker.api.tokens import TokenStore, token_hash
 from orchmem.worker.cli.main import main
-from orchmem.worker.tokens import TokenStore, token_hash
 
 
 @pytest.fixture

@@ -15,14 +15,14 @@ from pathlib import Path
 
 from orchmem_testing import distinct_texts, make_settings
 
-from orchmem.models.edits import Forget, apply_edit
-from orchmem.models.embedding import Embedder
-from orchmem.models.history import history
-from orchmem.models.schema import MemoryInput, validate
-from orchmem.models.storage import memories
-from orchmem.models.storage.database import Databases, OrchestratorDB
+from orchmem.models.core.schema import MemoryInput, validate
+from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.governance.edits import Forget, apply_edit
+from orchmem.models.governance.history import history
+from orchmem.models.storage.db.database import Databases, OrchestratorDB
+from orchmem.models.storage.memories import memories
 from orchmem.models.storage.visibility import EVERYTHING
-from orchmem.models.writeback import write_memories
+from orchmem.models.writeback.writeback import write_memories
 
 
 def said(conversation: str, content: str) -> MemoryInput:

@@ -12,16 +12,16 @@ import pytest
 from orchmem_testing import distinct_texts, make_settings, unique_id
 
 from orchmem.config import MemoryValidationError
-from orchmem.models.embedding import Embedder
-from orchmem.models.execlog import new_run_id
-from orchmem.models.memlog import read_log
-from orchmem.models.payloads import key_of
-from orchmem.models.schema import derive_id
-from orchmem.models.storage import receipts
+from orchmem.models.core.payloads import key_of
+from orchmem.models.core.schema import derive_id
+from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.execlog.execlog import new_run_id
+from orchmem.models.storage.delivery import receipts
+from orchmem.models.workspace.memlog import read_log
 from orchmem.tasks.batch import FAILURE, SUCCESS, Waiting, apply_batch, run_one
 from orchmem.tasks.publish import envelope
 from orchmem.tasks.writeback import WRITEBACK
-from orchmem.worker.app import create_immediate_app
+from orchmem.worker.runtime.app import create_immediate_app
 
 MANUAL = {"sourceType": "manual", "capturedBy": "user"}
 

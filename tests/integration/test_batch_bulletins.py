@@ -17,13 +17,13 @@ from typing import Any
 
 from orchmem_testing import WorkerProcess, distinct_texts, make_settings
 
-from orchmem.models.schema import format_ts
-from orchmem.models.storage.database import Databases
+from orchmem.models.core.schema import format_ts
+from orchmem.models.storage.db.database import Databases
 from orchmem.tasks.bulletin import BULLETIN, snapshots_later, write_bulletin
 from orchmem.tasks.publish import envelope, send_envelope
 from orchmem.tasks.writeback import WRITEBACK
-from orchmem.worker.app import OrchmemCelery, create_app
-from orchmem.worker.publish import publish
+from orchmem.worker.runtime.app import OrchmemCelery, create_app
+from orchmem.worker.runtime.publish import publish
 
 MANUAL = {"sourceType": "manual", "capturedBy": "user"}
 ORCHESTRATORS = [f"grouped-{n}" for n in range(6)]

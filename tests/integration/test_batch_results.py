@@ -14,8 +14,8 @@ from orchmem_testing import RedisServer, make_settings
 
 from orchmem.config import MemoryValidationError
 from orchmem.tasks.batch import FAILURE, IGNORED, RETRY, SUCCESS, Outcome, Waiting
-from orchmem.worker.app import OrchmemCelery, create_app
-from orchmem.worker.batch_results import store_results
+from orchmem.worker.runtime.app import OrchmemCelery, create_app
+from orchmem.worker.runtime.batch_results import store_results
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from orchmem.config import StorageError
-from orchmem.models.storage import receipts
-from orchmem.worker.client import MemoryClient
+from orchmem.models.storage.delivery import receipts
+from orchmem.worker.client.client import MemoryClient
 
 MANUAL = {"sourceType": "manual", "capturedBy": "user"}
 

@@ -11,8 +11,8 @@ from click.testing import CliRunner
 from orchmem_testing import WorkerProcess, settings_env, wait_until
 
 from orchmem.config import Settings
-from orchmem.models.memlog import read_log
-from orchmem.models.schema import derive_id
+from orchmem.models.core.schema import derive_id
+from orchmem.models.workspace.memlog import read_log
 from orchmem.worker import MemoryClient
 from orchmem.worker.cli import main
 
@@ -100,7 +100,7 @@ def test_an_edit_waits_for_a_write_of_its_orchestrator_still_in_flight(
     """A write-back recorded in the outbox and not applied yet (lost on its way, say)
     may create the memory an edit names: the edit waits for it, and applies once it
     lands."""
-    from orchmem.models.storage.outbox import Outbox
+    from orchmem.models.storage.delivery.outbox import Outbox
     from orchmem.tasks.publish import resend, send_envelope
     from orchmem.tasks.writeback import WRITEBACK
 

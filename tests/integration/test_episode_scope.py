@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from orchmem_testing import make_settings
 
-from orchmem.models.memlog import read_log
+from orchmem.models.workspace.memlog import read_log
 from orchmem.worker import MemoryClient
 
 ORCH = "episode-scope-bot"

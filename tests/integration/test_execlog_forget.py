@@ -11,8 +11,8 @@ from click.testing import CliRunner
 from orchmem_testing import make_settings
 from orchmem_testing import open_odb as odb_of
 
-from orchmem.models.episodes import similar_episodes
-from orchmem.models.storage.execlog import read_log
+from orchmem.models.execlog.episodes import similar_episodes
+from orchmem.models.storage.execlog.execlog import read_log
 from orchmem.models.storage.visibility import View
 from orchmem.worker import MemoryClient
 from orchmem.worker.cli import main

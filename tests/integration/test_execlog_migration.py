@@ -8,10 +8,10 @@ from pathlib import Path
 
 from orchmem_testing import make_settings
 
-from orchmem.models.storage import steps_log
-from orchmem.models.storage.database import Databases
-from orchmem.models.storage.migrations import downgrade
-from orchmem.models.storage.tables import SCHEMA_VERSION
+from orchmem.models.storage.db.database import Databases
+from orchmem.models.storage.schema import steps_log
+from orchmem.models.storage.schema.migrations import downgrade
+from orchmem.models.storage.schema.tables import SCHEMA_VERSION
 
 ORCH = "mig-log"
 MINE = ("log_runs", "log_events", "episodes", "episode_memories", "episode_fts")

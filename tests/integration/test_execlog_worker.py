@@ -10,13 +10,13 @@ import pytest
 from click.testing import CliRunner
 
 from orchmem.config import Settings
-from orchmem.models.episodes import similar_episodes
-from orchmem.models.schema import derive_id
-from orchmem.models.storage.database import Databases
-from orchmem.models.storage.execlog import read_log
+from orchmem.models.core.schema import derive_id
+from orchmem.models.execlog.episodes import similar_episodes
+from orchmem.models.storage.db.database import Databases
+from orchmem.models.storage.execlog.execlog import read_log
 from orchmem.worker import MemoryClient
-from orchmem.worker.app import OrchmemCelery
 from orchmem.worker.cli import main
+from orchmem.worker.runtime.app import OrchmemCelery
 
 pytestmark = pytest.mark.usefixtures("worker")
 TIMEOUT = 60

@@ -12,11 +12,11 @@ import pytest
 from orchmem_testing import free_port, make_settings, unique_id
 
 from orchmem.config import MemoryValidationError, Settings
-from orchmem.models.context_budget import count_tokens
-from orchmem.models.embedding import Embedder
-from orchmem.models.history import history
-from orchmem.models.memlog import read_log
+from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.governance.history import history
+from orchmem.models.recall.context_budget import count_tokens
 from orchmem.models.storage.visibility import EVERYTHING
+from orchmem.models.workspace.memlog import read_log
 from orchmem.worker import MemoryClient
 
 #: What a test's oracle reads: every memory, restricted ones with a purpose.
@@ -293,9 +293,9 @@ def test_old_settings_default_governance(tmp_path: Path) -> None:
 
 def test_exports_leave_restricted_out_mark_confidential_and_old_files_import_as_defaults(
         client: MemoryClient, tmp_path: Path, embedder: Embedder) -> None:
-    from orchmem.models.export import FILES, export_jsonl, export_markdown
-    from orchmem.models.importer import import_folder
-    from orchmem.models.storage.database import Databases
+    from orchmem.models.portability.export import FILES, export_jsonl, export_markdown
+    from orchmem.models.portability.importer import import_folder
+    from orchmem.models.storage.db.database import Databases
 
     write(client, "The client list is confidential", sensitivity="confidential")
     write(client, "My password is Walrus-2231")
@@ -339,7 +339,7 @@ def _rehash(folder: Path) -> None:
 
 
 def test_the_mcp_recall_tool_takes_a_session(client: MemoryClient) -> None:
-    from orchmem.worker.mcp_server import MemoryTools
+    from orchmem.worker.mcp.mcp_server import MemoryTools
 
     mine = write(client, "The ferry ticket of Alma is in her inbox", scope="session",
                  sessionId="s-a")
@@ -351,7 +351,7 @@ def test_the_mcp_recall_tool_takes_a_session(client: MemoryClient) -> None:
 
 def test_reflection_never_takes_a_scoped_or_sensitive_memory_as_a_unit(
         client: MemoryClient) -> None:
-    from orchmem.models.storage.reflection import units
+    from orchmem.models.storage.reflection.reflection import units
 
     plain = write(client, "The office plants are watered on Mondays")
     kept_out = [write(client, "The session plants note", scope="session", sessionId="s-1"),

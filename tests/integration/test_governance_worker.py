@@ -11,9 +11,9 @@ from click.testing import CliRunner
 from orchmem_testing import WorkerProcess, settings_env
 
 from orchmem.config import Settings
-from orchmem.models.embedding import Embedder
-from orchmem.models.memlog import read_log
+from orchmem.models.embedding.embedding import Embedder
 from orchmem.models.storage.visibility import EVERYTHING
+from orchmem.models.workspace.memlog import read_log
 from orchmem.worker import MemoryClient
 from orchmem.worker.cli.main import main
 

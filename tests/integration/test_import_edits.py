@@ -14,9 +14,9 @@ from click.testing import CliRunner
 from orchmem_testing import make_settings
 
 from orchmem.config import Settings
-from orchmem.models.embedding import Embedder
-from orchmem.models.history import history
-from orchmem.models.storage.database import Databases
+from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.governance.history import history
+from orchmem.models.storage.db.database import Databases
 from orchmem.models.storage.visibility import EVERYTHING
 from orchmem.worker import MemoryClient
 from orchmem.worker.cli.main import main

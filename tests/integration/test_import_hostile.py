@@ -18,13 +18,13 @@ from memory_seed import seed
 from orchmem_testing import make_settings
 
 from orchmem.config import ImportRejected, OrchmemError, ScopeViolation
-from orchmem.models.embedding import Embedder
-from orchmem.models.export import FILES, export_jsonl
-from orchmem.models.import_files import MAX_LINE_BYTES, read_lines
-from orchmem.models.importer import import_folder
-from orchmem.models.schema import derive_id
-from orchmem.models.storage.database import Databases, OrchestratorDB
-from orchmem.models.storage.stats import stats
+from orchmem.models.core.schema import derive_id
+from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.portability.export import FILES, export_jsonl
+from orchmem.models.portability.import_files import MAX_LINE_BYTES, read_lines
+from orchmem.models.portability.importer import import_folder
+from orchmem.models.storage.db.database import Databases, OrchestratorDB
+from orchmem.models.storage.db.stats import stats
 
 ORCH = "porter"
 

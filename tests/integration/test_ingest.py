@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 
 from orchmem.config import MemoryDisabled, ScopeViolation, Settings
-from orchmem.models.memlog import read_log
-from orchmem.models.schema import derive_id
-from orchmem.models.storage.database import Databases
-from orchmem.models.storage.memories import list_memories
+from orchmem.models.core.schema import derive_id
+from orchmem.models.storage.db.database import Databases
+from orchmem.models.storage.memories.memories import list_memories
+from orchmem.models.workspace.memlog import read_log
 from orchmem.tasks.ingest import INGEST_SCAN
-from orchmem.worker.app import OrchmemCelery
-from orchmem.worker.publish import publish
+from orchmem.worker.runtime.app import OrchmemCelery
+from orchmem.worker.runtime.publish import publish
 
 pytestmark = pytest.mark.usefixtures("worker")
 TIMEOUT = 120
@@ -286,7 +286,7 @@ def test_the_same_file_dropped_twice_is_ingested_once(app: OrchmemCelery, settin
 def test_disabled_ingest_fails_with_a_clear_message(isolated: Any) -> None:
     from orchmem_testing import WorkerProcess
 
-    from orchmem.worker.app import create_app
+    from orchmem.worker.runtime.app import create_app
 
     settings = isolated(shards=1, orchestrators={"quiet": {"memory": {"ingest": {
         "enabled": False}}}})

@@ -10,10 +10,10 @@ from typing import Any
 from click.testing import CliRunner
 from orchmem_testing import WorkerProcess, settings_env
 
-from orchmem.models.embedding import Embedder
-from orchmem.models.workspace import Workspace
-from orchmem.worker.app import create_app
+from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.workspace.folders import Workspace
 from orchmem.worker.cli.main import main
+from orchmem.worker.runtime.app import create_app
 
 ORCH = "dropbox"
 

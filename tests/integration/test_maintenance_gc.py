@@ -6,11 +6,11 @@ from pathlib import Path
 
 from orchmem_testing import make_settings
 
-from orchmem.models.storage.database import Databases
-from orchmem.models.storage.fts import merge_segments
+from orchmem.models.storage.db.database import Databases
+from orchmem.models.storage.search.fts import merge_segments
 from orchmem.tasks.maintenance import GC
 from orchmem.worker import MemoryClient
-from orchmem.worker.publish import publish
+from orchmem.worker.runtime.publish import publish
 
 ORCH = "gc-orch"
 

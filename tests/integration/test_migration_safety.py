@@ -14,20 +14,20 @@ from memory_seed import as_released, as_schema, seed
 from orchmem_testing import WorkerProcess, make_settings
 
 from orchmem.config import MemoryDegraded, Settings
-from orchmem.models.embedding import Embedder
-from orchmem.models.export import FILES, export_jsonl
-from orchmem.models.memlog import read_log
-from orchmem.models.schema import MemoryInput, validate
-from orchmem.models.storage import migrations
-from orchmem.models.storage.backup import check_backup, list_backups
-from orchmem.models.storage.database import Databases, OrchestratorDB
-from orchmem.models.storage.outbox import Outbox, prune_done
-from orchmem.models.storage.stats import stats
-from orchmem.models.storage.tables import SCHEMA_VERSION
-from orchmem.models.writeback import write_memories
-from orchmem.worker.app import create_app
+from orchmem.models.core.schema import MemoryInput, validate
+from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.portability.export import FILES, export_jsonl
+from orchmem.models.storage.db.backup import check_backup, list_backups
+from orchmem.models.storage.db.database import Databases, OrchestratorDB
+from orchmem.models.storage.db.stats import stats
+from orchmem.models.storage.delivery.outbox import Outbox, prune_done
+from orchmem.models.storage.schema import migrations
+from orchmem.models.storage.schema.tables import SCHEMA_VERSION
+from orchmem.models.workspace.memlog import read_log
+from orchmem.models.writeback.writeback import write_memories
 from orchmem.worker.cli.main import main
-from orchmem.worker.client import MemoryClient
+from orchmem.worker.client.client import MemoryClient
+from orchmem.worker.runtime.app import create_app
 
 ORCH = "upgrader"
 SCHEMA_1 = Path(__file__).parents[1] / "data" / "memory_db_schema_v1.json"
@@ -47,7 +47,7 @@ def schema(path: Path) -> list[str]:
 def ranks(settings: Settings) -> list[tuple[str, int]]:
     from datetime import UTC, datetime
 
-    from orchmem.models.recall import recall
+    from orchmem.models.recall.recall import recall
 
     out = []
     for query in ("where is the office", "what are the goals", "the user's name"):

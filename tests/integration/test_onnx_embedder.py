@@ -12,12 +12,12 @@ from orchmem_testing import make_settings
 
 from orchmem.config import ConfigError, EmbeddingError, load_settings
 from orchmem.config.settings import EmbeddingSettings
-from orchmem.models.embedding import Embedder, SentenceTransformerEmbedder, get_embedder
-from orchmem.models.onnx_embedder import OnnxEmbedder
-from orchmem.models.recall import recall
-from orchmem.models.schema import MemoryInput, validate
-from orchmem.models.storage.database import Databases
-from orchmem.models.writeback import write_memories
+from orchmem.models.core.schema import MemoryInput, validate
+from orchmem.models.embedding.embedding import Embedder, SentenceTransformerEmbedder, get_embedder
+from orchmem.models.embedding.onnx_embedder import OnnxEmbedder
+from orchmem.models.recall.recall import recall
+from orchmem.models.storage.db.database import Databases
+from orchmem.models.writeback.writeback import write_memories
 
 TEXTS = [
     "The user prefers tea to coffee.", "ok", "", "What does Alice prefer?",

@@ -17,11 +17,11 @@ import pytest
 from orchmem_testing import make_settings
 
 from orchmem.config import MemoryValidationError, Settings
-from orchmem.models.schema import MemoryInput, validate
-from orchmem.models.storage.database import Databases
-from orchmem.models.writeback import write_memories
+from orchmem.models.core.schema import MemoryInput, validate
+from orchmem.models.storage.db.database import Databases
+from orchmem.models.writeback.writeback import write_memories
 from orchmem.tasks.writeback import WRITEBACK
-from orchmem.worker.app import create_app
+from orchmem.worker.runtime.app import create_app
 
 MANUAL = {"sourceType": "manual", "capturedBy": "user"}
 

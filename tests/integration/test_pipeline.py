@@ -9,11 +9,11 @@ import pytest
 from orchmem_testing import free_port, make_settings, unique_id
 
 from orchmem.config import MemoryValidationError, Settings
-from orchmem.models.storage import receipts
-from orchmem.models.storage.database import OrchestratorDB
+from orchmem.models.storage.db.database import OrchestratorDB
+from orchmem.models.storage.delivery import receipts
 from orchmem.tasks.base import MemoryTask
 from orchmem.tasks.publish import envelope, follow_up_key, kwargs_repr, send_envelope, short_repr
-from orchmem.worker.app import OrchmemCelery, create_immediate_app
+from orchmem.worker.runtime.app import OrchmemCelery, create_immediate_app
 
 SECRET = "the vault code is 4471"
 

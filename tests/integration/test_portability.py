@@ -17,13 +17,13 @@ from memory_seed import CONTENTS, seed
 from orchmem_testing import make_settings
 
 from orchmem.config import ImportRejected, Settings
-from orchmem.models.embedding import Embedder
-from orchmem.models.export import FILES, export_jsonl, export_markdown
-from orchmem.models.importer import import_folder
-from orchmem.models.recall import recall
-from orchmem.models.storage.database import Databases, OrchestratorDB
-from orchmem.models.storage.stats import stats
-from orchmem.models.storage.tables import SCHEMA_VERSION
+from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.portability.export import FILES, export_jsonl, export_markdown
+from orchmem.models.portability.importer import import_folder
+from orchmem.models.recall.recall import recall
+from orchmem.models.storage.db.database import Databases, OrchestratorDB
+from orchmem.models.storage.db.stats import stats
+from orchmem.models.storage.schema.tables import SCHEMA_VERSION
 from orchmem.worker.cli.main import main
 
 ORCH = "porter"

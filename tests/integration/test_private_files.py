@@ -28,14 +28,14 @@ from orchmem_testing import (
 )
 
 from orchmem.config import Settings
-from orchmem.models.embedding import Embedder
-from orchmem.models.export import export_jsonl, export_markdown
-from orchmem.models.storage.backup import take_backup
-from orchmem.models.storage.database import Databases
+from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.portability.export import export_jsonl, export_markdown
+from orchmem.models.storage.db.backup import take_backup
+from orchmem.models.storage.db.database import Databases
 from orchmem.worker import MemoryClient
-from orchmem.worker.app import create_app
-from orchmem.worker.broker import EmbeddedRedis
 from orchmem.worker.cli import main
+from orchmem.worker.runtime.app import create_app
+from orchmem.worker.runtime.broker import EmbeddedRedis
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,4 @@
-"""Recall's full-text side on a helper thread while the query embeds (models/overlap.py),
+"""Recall's full-text side on a helper thread while the query embeds (models/recall/overlap.py),
 on real SQLite files and the real MiniLM model: the same answers as in turn, one
 snapshot, errors as before, a setting to turn it off, threads stopped on close."""
 
@@ -14,14 +14,14 @@ import pytest
 from orchmem_testing import make_settings, unique_id
 
 from orchmem.config import Settings, StorageError
-from orchmem.models.edits import Forget, Supersede, apply_edit
-from orchmem.models.embedding import Embedder
-from orchmem.models.overlap import Overlap
-from orchmem.models.recall import recall
-from orchmem.models.schema import MemoryInput, validate
-from orchmem.models.storage.database import Databases, OrchestratorDB
-from orchmem.models.storage.validity_columns import has_time
-from orchmem.models.writeback import write_memories
+from orchmem.models.core.schema import MemoryInput, validate
+from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.governance.edits import Forget, Supersede, apply_edit
+from orchmem.models.recall.overlap import Overlap
+from orchmem.models.recall.recall import recall
+from orchmem.models.storage.db.database import Databases, OrchestratorDB
+from orchmem.models.storage.memories.validity_columns import has_time
+from orchmem.models.writeback.writeback import write_memories
 from orchmem.worker import MemoryClient
 
 #: One clock for both recalls (recency is a function of it).
@@ -195,7 +195,7 @@ def test_the_client_stops_its_helper_threads_on_close(
 
 def test_overlapped_recalls_see_every_write_made_between_them(
         tmp_path: Path, embedder: Embedder) -> None:
-    # The helper refreshes the vector index ahead of the vector (models/recall.py
+    # The helper refreshes the vector index ahead of the vector (models/recall/recall.py
     # _index_ahead); the vector side must then answer from that refresh, never a stale one.
     databases = Databases(settings(tmp_path))
     odb = databases.open("fresh")

@@ -1,5 +1,5 @@
 """The router's parts on a real database and the real model: the speaker a question
-names, memories that only ask, and a dated question's own list (models/router.py)."""
+names, memories that only ask, and a dated question's own list (models/recall/router.py)."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ import pytest
 from orchmem_testing import make_settings
 
 from orchmem.config.memory_settings import RetrievalSettings
-from orchmem.models.embedding import Embedder
-from orchmem.models.recall import recall
-from orchmem.models.router import plan
-from orchmem.models.schema import MemoryInput, validate
-from orchmem.models.storage.database import Databases, OrchestratorDB
-from orchmem.models.writeback import write_memories
+from orchmem.models.core.schema import MemoryInput, validate
+from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.recall.recall import recall
+from orchmem.models.recall.router import plan
+from orchmem.models.storage.db.database import Databases, OrchestratorDB
+from orchmem.models.writeback.writeback import write_memories
 
 ORCH = "routed"
 START = datetime(2022, 7, 1, 12, 0, tzinfo=UTC)

@@ -1,4 +1,4 @@
-"""Recall's row cache (models/storage/row_cache.py) on real SQLite files and the real
+"""Recall's row cache (models/storage/search/row_cache.py) on real SQLite files and the real
 MiniLM model: the same answers as the reads it replaces, another process's writes seen
 by the next recall, nothing of a hard-forgotten memory left in it, and a file written
 before the change counter (schema 6) recalled correctly with no cache."""
@@ -16,11 +16,11 @@ from memory_seed import CONTENTS, as_schema, seed
 from orchmem_testing import make_settings, settings_env
 
 from orchmem.config import Settings
-from orchmem.models.edits import Forget, apply_edit
-from orchmem.models.embedding import Embedder
-from orchmem.models.recall import recall
-from orchmem.models.storage import row_cache
-from orchmem.models.storage.database import Databases, OrchestratorDB
+from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.governance.edits import Forget, apply_edit
+from orchmem.models.recall.recall import recall
+from orchmem.models.storage.db.database import Databases, OrchestratorDB
+from orchmem.models.storage.search import row_cache
 
 NOW = datetime(2027, 1, 1, tzinfo=UTC)
 ORCH = "rows"
@@ -96,8 +96,8 @@ def test_a_bundle_s_lists_are_its_own(tmp_path: Path, embedder: Embedder) -> Non
 def _elsewhere(settings: Settings, edits: str) -> None:
     """Run ``edits`` (apply_edit calls on ``odb``) in another process, as the worker would."""
     script = ("from orchmem.config import load_settings\n"
-              "from orchmem.models.edits import Forget, Link, Retract, apply_edit\n"
-              "from orchmem.models.storage.database import Databases\n"
+              "from orchmem.models.governance.edits import Forget, Link, Retract, apply_edit\n"
+              "from orchmem.models.storage.db.database import Databases\n"
               f"odb = Databases(load_settings()).open({ORCH!r})\n{edits}")
     subprocess.run([sys.executable, "-c", script], env=settings_env(settings), check=True,
                    timeout=120)

@@ -1,12 +1,12 @@
-"""worker/redis_transport.py: a kombu channel sends with one Redis client object, made
+"""worker/runtime/redis_transport.py: a kombu channel sends with one Redis client object, made
 again only when kombu replaced the channel's connection pool."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from orchmem.worker.app import create_app
-from orchmem.worker.redis_transport import SentinelTransport, Transport, transport_for
+from orchmem.worker.runtime.app import create_app
+from orchmem.worker.runtime.redis_transport import SentinelTransport, Transport, transport_for
 
 
 def test_a_channel_keeps_one_client_until_its_pool_is_replaced(isolated: Any) -> None:

@@ -5,16 +5,16 @@ from __future__ import annotations
 import pytest
 
 from orchmem.config import Settings
-from orchmem.models.embedding import Embedder
-from orchmem.models.memlog import read_log
-from orchmem.models.recall import recall
-from orchmem.models.reembed import remaining
-from orchmem.models.schema import MemoryInput, validate
-from orchmem.models.storage.database import Databases
-from orchmem.models.writeback import write_memories
+from orchmem.models.core.schema import MemoryInput, validate
+from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.embedding.reembed import remaining
+from orchmem.models.recall.recall import recall
+from orchmem.models.storage.db.database import Databases
+from orchmem.models.workspace.memlog import read_log
+from orchmem.models.writeback.writeback import write_memories
 from orchmem.tasks.maintenance import REEMBED
-from orchmem.worker.app import OrchmemCelery
-from orchmem.worker.publish import publish
+from orchmem.worker.runtime.app import OrchmemCelery
+from orchmem.worker.runtime.publish import publish
 
 pytestmark = pytest.mark.usefixtures("worker")
 

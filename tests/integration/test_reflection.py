@@ -11,10 +11,10 @@ import pytest
 from orchmem_testing import free_port, make_settings, unique_id
 
 from orchmem.config import Settings
-from orchmem.models.embedding import Embedder
-from orchmem.models.reflect import META_CURSOR
-from orchmem.models.storage.events import set_meta
-from orchmem.models.storage.insights import open_insights
+from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.reflection.reflect import META_CURSOR
+from orchmem.models.storage.memories.events import set_meta
+from orchmem.models.storage.reflection.insights import open_insights
 from orchmem.worker import MemoryClient
 
 PORT_OLD = "The billing service runs on port 8080"
@@ -253,8 +253,8 @@ def test_the_bulletin_shows_a_crystal_instead_of_its_units(client: MemoryClient)
 
 def test_an_export_leaves_crystals_out_and_the_import_compiles_them_again(
         client: MemoryClient, tmp_path: Path, embedder: Embedder) -> None:
-    from orchmem.models.export import export_jsonl
-    from orchmem.models.importer import import_folder
+    from orchmem.models.portability.export import export_jsonl
+    from orchmem.models.portability.importer import import_folder
 
     tea = write(client, *(memory(t, "Preference", at=f"2026-01-0{i + 1}T00:00:00Z")
                           for i, t in enumerate(TEA)))

@@ -15,7 +15,7 @@ from orchmem_testing import WorkerProcess, distinct_texts, settings_env, unique_
 
 from orchmem.config import Settings
 from orchmem.worker import MemoryClient
-from orchmem.worker.app import OrchmemCelery
+from orchmem.worker.runtime.app import OrchmemCelery
 
 
 @dataclass
@@ -147,7 +147,7 @@ def test_a_remote_recall_asks_the_reader_about_time_and_episodes(
 
 
 def _broker(settings: Settings, app: OrchmemCelery) -> Any:
-    from orchmem.worker.redis_clients import broker_client
+    from orchmem.worker.runtime.redis_clients import broker_client
     return broker_client(app.conf.broker_url, settings)
 
 
@@ -176,7 +176,7 @@ def test_a_read_leaves_no_unacked_copy_in_the_broker(settings: Settings, app: Or
     import threading
 
     from orchmem.tasks.read import RECALL_READ
-    from orchmem.worker.routing import queue_for
+    from orchmem.worker.runtime.routing import queue_for
 
     orch = unique_id("remote-noack")
     local = MemoryClient(orch, settings)
@@ -261,7 +261,7 @@ def test_a_reader_sends_no_task_events_and_counts_recalls_in_prometheus(isolated
 
     from orchmem_testing import free_port, wait_until
 
-    from orchmem.worker.app import create_app
+    from orchmem.worker.runtime.app import create_app
 
     # A fresh reader's first recall loads the file and warms the model: on a loaded
     # machine that can take longer than the default 5 s.

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from orchmem.config import Settings
-from orchmem.models.storage.database import Databases
-from orchmem.models.storage.execlog import read_log, run_of
+from orchmem.models.storage.db.database import Databases
+from orchmem.models.storage.execlog.execlog import read_log, run_of
 from orchmem.worker import MemoryClient
-from orchmem.worker.app import OrchmemCelery
-from orchmem.worker.runlog import RunLog
+from orchmem.worker.client.runlog import RunLog
+from orchmem.worker.runtime.app import OrchmemCelery
 
 pytestmark = pytest.mark.usefixtures("worker")
 TIMEOUT = 60

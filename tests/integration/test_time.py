@@ -13,17 +13,17 @@ import pytest
 from orchmem_testing import make_settings
 
 from orchmem.config import MemoryValidationError
-from orchmem.models.edits import Forget, Supersede, apply_edit
-from orchmem.models.embedding import Embedder
-from orchmem.models.export import export_jsonl
-from orchmem.models.history import history
-from orchmem.models.importer import import_folder
-from orchmem.models.recall import recall
-from orchmem.models.router import plan
-from orchmem.models.schema import MemoryInput, validate
-from orchmem.models.storage.database import Databases, OrchestratorDB
+from orchmem.models.core.schema import MemoryInput, validate
+from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.governance.edits import Forget, Supersede, apply_edit
+from orchmem.models.governance.history import history
+from orchmem.models.portability.export import export_jsonl
+from orchmem.models.portability.importer import import_folder
+from orchmem.models.recall.recall import recall
+from orchmem.models.recall.router import plan
+from orchmem.models.storage.db.database import Databases, OrchestratorDB
 from orchmem.models.storage.visibility import EVERYTHING
-from orchmem.models.writeback import write_memories
+from orchmem.models.writeback.writeback import write_memories
 
 MANUAL = {"sourceType": "manual", "capturedBy": "user"}
 ORCH = "timely"
@@ -251,7 +251,7 @@ def _rehash(folder: Path) -> None:
     import hashlib
     import tomllib
 
-    from orchmem.models.export import MANIFEST, toml_text
+    from orchmem.models.portability.export import MANIFEST, toml_text
     manifest = tomllib.loads((folder / MANIFEST).read_text())
     for name in manifest["sha256"]:
         manifest["sha256"][name] = hashlib.sha256((folder / name).read_bytes()).hexdigest()

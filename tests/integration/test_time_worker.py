@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from orchmem.config import Settings
-from orchmem.worker.app import OrchmemCelery
-from orchmem.worker.client import MemoryClient
+from orchmem.worker.client.client import MemoryClient
+from orchmem.worker.runtime.app import OrchmemCelery
 
 pytestmark = pytest.mark.usefixtures("worker")
 

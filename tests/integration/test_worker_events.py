@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from orchmem_testing import WorkerProcess, task_events, unique_id, wait_until
 
-from orchmem.worker.app import create_app
-from orchmem.worker.client import MemoryClient
+from orchmem.worker.client.client import MemoryClient
+from orchmem.worker.runtime.app import create_app
 
 MANUAL = {"sourceType": "manual", "capturedBy": "user"}
 WORKER_EVENTS = {"task-received", "task-started", "task-succeeded"}

@@ -13,20 +13,20 @@ import pytest
 from orchmem_testing import make_settings
 
 from orchmem.config import MemoryValidationError, ScopeViolation, Settings
-from orchmem.models.embedding import Embedder
-from orchmem.models.history import history
-from orchmem.models.memlog import read_log
-from orchmem.models.recall import recall
-from orchmem.models.schema import MemoryInput, Status, derive_id, validate
-from orchmem.models.storage import fts, vectors
-from orchmem.models.storage.database import Databases, OrchestratorDB
-from orchmem.models.storage.memories import list_memories
+from orchmem.models.core.schema import MemoryInput, Status, derive_id, validate
+from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.governance.history import history
+from orchmem.models.recall.recall import recall
+from orchmem.models.storage.db.database import Databases, OrchestratorDB
+from orchmem.models.storage.memories.memories import list_memories
+from orchmem.models.storage.search import fts, vectors
 from orchmem.models.storage.visibility import EVERYTHING
-from orchmem.models.writeback import write_memories
+from orchmem.models.workspace.memlog import read_log
+from orchmem.models.writeback.writeback import write_memories
 from orchmem.tasks.edits import EDIT
 from orchmem.tasks.writeback import WRITEBACK
-from orchmem.worker.app import OrchmemCelery
-from orchmem.worker.publish import publish
+from orchmem.worker.runtime.app import OrchmemCelery
+from orchmem.worker.runtime.publish import publish
 
 pytestmark = pytest.mark.usefixtures("worker")
 TIMEOUT = 90

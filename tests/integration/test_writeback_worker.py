@@ -9,14 +9,14 @@ from celery import Celery
 from orchmem_testing import WorkerProcess, task_events, unique_id, wait_until
 
 from orchmem.config import MemoryValidationError, ScopeViolation, Settings
-from orchmem.models.memlog import read_log
-from orchmem.models.storage.database import Databases
-from orchmem.models.storage.memories import list_memories
+from orchmem.models.storage.db.database import Databases
+from orchmem.models.storage.memories.memories import list_memories
+from orchmem.models.workspace.memlog import read_log
 from orchmem.tasks.writeback import WRITEBACK
-from orchmem.worker.app import OrchmemCelery
-from orchmem.worker.client import MemoryClient
-from orchmem.worker.publish import publish
-from orchmem.worker.routing import queue_name, shard_for
+from orchmem.worker.client.client import MemoryClient
+from orchmem.worker.runtime.app import OrchmemCelery
+from orchmem.worker.runtime.publish import publish
+from orchmem.worker.runtime.routing import queue_name, shard_for
 
 pytestmark = pytest.mark.usefixtures("worker")
 

@@ -16,9 +16,10 @@ import sys
 from typing import Any
 
 from orchmem.config import load_settings
-from orchmem.models.memlog import MemoryLog
-from orchmem.models.storage import backup, migrations
-from orchmem.models.storage.database import Databases
+from orchmem.models.storage.db import backup
+from orchmem.models.storage.db.database import Databases
+from orchmem.models.storage.schema import migrations
+from orchmem.models.workspace.memlog import MemoryLog
 
 
 def die(*_: Any, **__: Any) -> None:

@@ -19,11 +19,11 @@ from typing import Any
 
 from orchmem_testing import WorkerProcess, distinct_texts, wait_until
 
-from orchmem.models.memlog import read_log
-from orchmem.models.schema import derive_id
+from orchmem.models.core.schema import derive_id
+from orchmem.models.workspace.memlog import read_log
 from orchmem.tasks.writeback import WRITEBACK
-from orchmem.worker.app import create_app
-from orchmem.worker.publish import publish
+from orchmem.worker.runtime.app import create_app
+from orchmem.worker.runtime.publish import publish
 
 MANUAL = {"sourceType": "manual", "capturedBy": "user"}
 TASKS = 400

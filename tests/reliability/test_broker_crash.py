@@ -13,9 +13,9 @@ from typing import Any
 
 from orchmem_testing import WorkerProcess, distinct_texts, settings_env, wait_until
 
-from orchmem.worker.app import create_app
-from orchmem.worker.broker import EmbeddedRedis
-from orchmem.worker.client import BROKER_BACKOFF_S, MemoryClient
+from orchmem.worker.client.client import BROKER_BACKOFF_S, MemoryClient
+from orchmem.worker.runtime.app import create_app
+from orchmem.worker.runtime.broker import EmbeddedRedis
 
 MANUAL = {"sourceType": "manual", "capturedBy": "user"}
 TOTAL = 1000

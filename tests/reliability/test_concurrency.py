@@ -13,19 +13,19 @@ from typing import Any
 import numpy as np
 from orchmem_testing import WorkerProcess, distinct_texts, settings_env
 
-from orchmem.models.memlog import read_log
-from orchmem.models.recall import recall
-from orchmem.models.storage.database import Databases
+from orchmem.models.recall.recall import recall
+from orchmem.models.storage.db.database import Databases
+from orchmem.models.workspace.memlog import read_log
 from orchmem.tasks.writeback import WRITEBACK
-from orchmem.worker.app import create_app
-from orchmem.worker.publish import publish
+from orchmem.worker.runtime.app import create_app
+from orchmem.worker.runtime.publish import publish
 
 MANUAL = {"sourceType": "manual", "capturedBy": "user"}
 READER = """
 import json, sys, time
 from orchmem.config import load_settings
-from orchmem.models.storage.database import Databases
-from orchmem.models.recall import recall
+from orchmem.models.storage.db.database import Databases
+from orchmem.models.recall.recall import recall
 settings = load_settings()
 databases = Databases(settings)
 latencies, errors, deadline = [], [], time.monotonic() + float(sys.argv[1])

@@ -18,8 +18,8 @@ from orchmem.tasks.bulletin import BULLETIN
 from orchmem.tasks.maintenance import INTEGRITY
 from orchmem.tasks.publish import envelope, send_envelope
 from orchmem.tasks.writeback import WRITEBACK
-from orchmem.worker.app import create_app
-from orchmem.worker.publish import publish
+from orchmem.worker.runtime.app import create_app
+from orchmem.worker.runtime.publish import publish
 
 MANUAL = {"sourceType": "manual", "capturedBy": "user"}
 BACKLOG = 150

@@ -21,13 +21,13 @@ import pytest
 from orchmem_testing import WorkerProcess, distinct_texts, settings_env, wait_until
 
 from orchmem.config import MemoryCorrupt, MemoryDisabled, Settings
-from orchmem.models.memlog import read_log
-from orchmem.models.schema import MemoryInput, validate
-from orchmem.models.storage.database import Databases
-from orchmem.models.writeback import write_memories
+from orchmem.models.core.schema import MemoryInput, validate
+from orchmem.models.storage.db.database import Databases
+from orchmem.models.workspace.memlog import read_log
+from orchmem.models.writeback.writeback import write_memories
 from orchmem.tasks.writeback import WRITEBACK
-from orchmem.worker.app import create_app
-from orchmem.worker.publish import publish
+from orchmem.worker.runtime.app import create_app
+from orchmem.worker.runtime.publish import publish
 
 MANUAL = {"sourceType": "manual", "capturedBy": "user"}
 

@@ -17,16 +17,16 @@ from typing import Any
 
 from orchmem_testing import WorkerProcess, distinct_texts, receipt, settings_env, wait_until
 
-from orchmem.models.memlog import read_log
-from orchmem.models.schema import derive_id
-from orchmem.models.storage.database import Databases
-from orchmem.models.storage.deadletters import dead_letters
+from orchmem.models.core.schema import derive_id
+from orchmem.models.storage.db.database import Databases
+from orchmem.models.storage.delivery.deadletters import dead_letters
+from orchmem.models.workspace.memlog import read_log
 from orchmem.tasks.edits import EDIT
 from orchmem.tasks.ingest import INGEST_SCAN
 from orchmem.tasks.maintenance import DEADLETTER_RETRY
 from orchmem.tasks.writeback import WRITEBACK
-from orchmem.worker.app import OrchmemCelery, create_app
-from orchmem.worker.publish import publish
+from orchmem.worker.runtime.app import OrchmemCelery, create_app
+from orchmem.worker.runtime.publish import publish
 
 MANUAL = {"sourceType": "manual", "capturedBy": "user"}
 

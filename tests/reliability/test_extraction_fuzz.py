@@ -21,8 +21,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from orchmem_testing import finishes_within, make_settings
 
-from orchmem.models import extraction
-from orchmem.models.extraction import (
+from orchmem.models.core.schema import MemoryType
+from orchmem.models.ingest.ingest import scan
+from orchmem.models.storage.db.database import Databases, OrchestratorDB
+from orchmem.models.storage.schema.tables import IngestManifestRow
+from orchmem.models.workspace.memlog import read_log
+from orchmem.models.writeback import extraction
+from orchmem.models.writeback.extraction import (
     MAX_SENTENCE_CHARS,
     ExtractionBudget,
     Message,
@@ -30,13 +35,8 @@ from orchmem.models.extraction import (
     rules_extractor,
     subject_of,
 )
-from orchmem.models.extraction_rules import Rule, StartFinder
-from orchmem.models.ingest import scan
-from orchmem.models.memlog import read_log
-from orchmem.models.reconcile import Proposed
-from orchmem.models.schema import MemoryType
-from orchmem.models.storage.database import Databases, OrchestratorDB
-from orchmem.models.storage.tables import IngestManifestRow
+from orchmem.models.writeback.extraction_rules import Rule, StartFinder
+from orchmem.models.writeback.reconcile import Proposed
 
 EXAMPLES = 200
 #: Far above what linear extraction takes on the longest example (well under a

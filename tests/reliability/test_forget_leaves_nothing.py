@@ -10,12 +10,12 @@ from pathlib import Path
 from forget_search import files_with, keys_with, wait_for_aof_rewrite
 from orchmem_testing import RedisServer, WorkerProcess, make_settings
 
-from orchmem.models.storage.database import Databases
-from orchmem.models.storage.deadletters import dead_letter
+from orchmem.models.storage.db.database import Databases
+from orchmem.models.storage.delivery.deadletters import dead_letter
 from orchmem.models.storage.visibility import EVERYTHING
 from orchmem.tasks.writeback import WRITEBACK
-from orchmem.worker.app import create_app
-from orchmem.worker.client import MemoryClient
+from orchmem.worker.client.client import MemoryClient
+from orchmem.worker.runtime.app import create_app
 
 WORD = b"zanzibarquux"
 TIMEOUT = 60

@@ -17,11 +17,11 @@ from forget_search import files_with, keys_with, wait_for_aof_rewrite
 from orchmem_testing import RedisServer, WorkerProcess, free_port, make_settings
 
 from orchmem.config import Settings
-from orchmem.models import derived
-from orchmem.models.embedding import Embedder
-from orchmem.models.export import export_jsonl
-from orchmem.worker.app import create_app
-from orchmem.worker.client import MemoryClient
+from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.governance import derived
+from orchmem.models.portability.export import export_jsonl
+from orchmem.worker.client.client import MemoryClient
+from orchmem.worker.runtime.app import create_app
 
 WORD = "quokkablimp"
 TIMEOUT = 120

@@ -1,7 +1,7 @@
 """Fuzzed write-back payloads: only validation (or scope) errors, never a crash, and
 what is accepted is stored exactly once.
 
-The payloads are built from the schema (models/payloads.py, models/schema.py): most
+The payloads are built from the schema (models/core/payloads.py, models/core/schema.py): most
 are valid write-back requests (memories with edges between them, transcripts, workflow
 outputs, diagnostics), some of those are then mutated (a value replaced by a wrong
 type, a field dropped or added), and a few are arbitrary JSON. So most of them reach
@@ -26,10 +26,8 @@ from hypothesis import strategies as st
 from orchmem_testing import make_settings, unique_id
 
 from orchmem.config import OrchmemError
-from orchmem.models.extraction import rules_extractor
-from orchmem.models.payloads import WritebackRequest, key_of
-from orchmem.models.proposals import WORKFLOW_KEYS, build
-from orchmem.models.schema import (
+from orchmem.models.core.payloads import WritebackRequest, key_of
+from orchmem.models.core.schema import (
     CapturedBy,
     EdgeType,
     MemoryType,
@@ -37,10 +35,12 @@ from orchmem.models.schema import (
     normalize_text,
     validate,
 )
-from orchmem.models.storage.database import Databases, OrchestratorDB
-from orchmem.models.writeback import write_memories
+from orchmem.models.storage.db.database import Databases, OrchestratorDB
+from orchmem.models.writeback.extraction import rules_extractor
+from orchmem.models.writeback.proposals import WORKFLOW_KEYS, build
+from orchmem.models.writeback.writeback import write_memories
 from orchmem.tasks.writeback import WRITEBACK
-from orchmem.worker.app import OrchmemCelery
+from orchmem.worker.runtime.app import OrchmemCelery
 
 EXAMPLES = int(os.environ.get("ORCHMEM_FUZZ_EXAMPLES", "2000"))
 FIELDS = ["memories", "edges", "channelTranscript", "workflowOutput", "diagnostics",

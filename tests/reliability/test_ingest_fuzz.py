@@ -14,14 +14,14 @@ import pytest
 from orchmem_testing import wait_until
 
 from orchmem.config import Settings
-from orchmem.models.ingest_outcomes import REASONS
-from orchmem.models.memlog import read_log
-from orchmem.models.storage.database import Databases
-from orchmem.models.storage.memories import list_memories
+from orchmem.models.ingest.ingest_outcomes import REASONS
+from orchmem.models.storage.db.database import Databases
+from orchmem.models.storage.memories.memories import list_memories
+from orchmem.models.workspace.memlog import read_log
 from orchmem.tasks.ingest import INGEST_SCAN
 from orchmem.tasks.writeback import WRITEBACK
-from orchmem.worker.app import OrchmemCelery
-from orchmem.worker.publish import publish
+from orchmem.worker.runtime.app import OrchmemCelery
+from orchmem.worker.runtime.publish import publish
 
 pytestmark = pytest.mark.usefixtures("worker")
 MALFORMED = 1000

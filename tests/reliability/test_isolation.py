@@ -21,16 +21,16 @@ from kombu import Connection, Exchange, Producer
 from orchmem_testing import WorkerProcess, unique_id, wait_until
 
 from orchmem.config import MemoryValidationError, ScopeViolation, Settings
-from orchmem.models.memlog import read_log
-from orchmem.models.storage.database import Databases
+from orchmem.models.storage.db.database import Databases
+from orchmem.models.workspace.memlog import read_log
 from orchmem.tasks.edits import EDIT
 from orchmem.tasks.writeback import WRITEBACK
-from orchmem.worker import broker as broker_module
-from orchmem.worker.app import OrchmemCelery
-from orchmem.worker.broker import EmbeddedRedis
-from orchmem.worker.client import MemoryClient
-from orchmem.worker.publish import publish
-from orchmem.worker.routing import queue_for, shard_for
+from orchmem.worker.client.client import MemoryClient
+from orchmem.worker.runtime import broker as broker_module
+from orchmem.worker.runtime.app import OrchmemCelery
+from orchmem.worker.runtime.broker import EmbeddedRedis
+from orchmem.worker.runtime.publish import publish
+from orchmem.worker.runtime.routing import queue_for, shard_for
 
 MANUAL = {"sourceType": "manual", "capturedBy": "user"}
 HOSTILE_IDS = ["../x", "../../etc/passwd", "/abs/path", "a\x00b", "x" * 1024, "or\u0441h",
@@ -250,7 +250,7 @@ def test_the_embedded_brokers_password_is_never_on_a_command_line(
 
 def test_a_pickle_payload_is_refused_and_the_worker_goes_on(isolated: Any) -> None:
     settings = isolated(shards=1)
-    from orchmem.worker.app import create_app
+    from orchmem.worker.runtime.app import create_app
 
     app = create_app(settings)
     worker = WorkerProcess(settings).start(app)

@@ -1,6 +1,6 @@
 """The broker dies while the worker holds a message not acknowledged yet, with a BRPOP
 in flight and an event channel open: the state in which Celery's teardown of the lost
-connection met an AttributeError from kombu and stopped the worker (worker/reconnect.py).
+connection met an AttributeError from kombu and stopped the worker (worker/runtime/reconnect.py).
 
 A real redis-server, real kombu channels; the teardown is Celery's: ``collect()`` then
 ``close()``, after :func:`close_channels` as the worker's consumer runs it. (Without
@@ -16,8 +16,8 @@ from typing import Any
 from kombu import Connection, Exchange, Queue
 from orchmem_testing import RedisServer
 
-from orchmem.worker.app import create_app
-from orchmem.worker.reconnect import Consumer, close_channels
+from orchmem.worker.runtime.app import create_app
+from orchmem.worker.runtime.reconnect import Consumer, close_channels
 
 
 def test_a_lost_connection_holding_an_unacked_message_closes(tmp_path: Path) -> None:

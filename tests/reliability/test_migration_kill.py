@@ -15,11 +15,11 @@ import pytest
 from memory_seed import as_schema, seed
 from orchmem_testing import make_settings
 
-from orchmem.models.embedding import Embedder
-from orchmem.models.export import FILES, export_jsonl
-from orchmem.models.storage.backup import check_backup, list_backups
-from orchmem.models.storage.database import Databases
-from orchmem.models.storage.tables import SCHEMA_VERSION
+from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.portability.export import FILES, export_jsonl
+from orchmem.models.storage.db.backup import check_backup, list_backups
+from orchmem.models.storage.db.database import Databases
+from orchmem.models.storage.schema.tables import SCHEMA_VERSION
 
 ORCH = "killed-upgrade"
 HELPER = Path(__file__).with_name("migration_kill_helper.py")

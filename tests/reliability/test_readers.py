@@ -13,9 +13,9 @@ from typing import Any
 
 from orchmem_testing import free_port, make_settings, unique_id
 
-from orchmem.models.embedding import Embedder
-from orchmem.models.storage.database import Databases
-from orchmem.models.storage.integrity import quarantine
+from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.storage.db.database import Databases
+from orchmem.models.storage.db.integrity import quarantine
 from orchmem.worker import MemoryClient
 
 MANUAL = {"sourceType": "manual", "capturedBy": "user"}

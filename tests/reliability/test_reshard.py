@@ -15,12 +15,12 @@ from typing import Any
 from orchmem_testing import WorkerProcess, distinct_texts, unique_id
 
 from orchmem.config import Settings
-from orchmem.models.memlog import read_log
+from orchmem.models.workspace.memlog import read_log
 from orchmem.tasks.writeback import WRITEBACK
-from orchmem.worker.app import create_app
-from orchmem.worker.drain import drain
-from orchmem.worker.publish import publish
-from orchmem.worker.routing import shard_for
+from orchmem.worker.runtime.app import create_app
+from orchmem.worker.runtime.drain import drain
+from orchmem.worker.runtime.publish import publish
+from orchmem.worker.runtime.routing import shard_for
 
 MANUAL = {"sourceType": "manual", "capturedBy": "user"}
 

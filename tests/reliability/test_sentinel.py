@@ -21,10 +21,10 @@ import redis
 from orchmem_testing import RedisServer, WorkerProcess, free_port, wait_until
 
 from orchmem.config import ConfigError, load_settings
-from orchmem.worker.app import create_app
-from orchmem.worker.broker import redis_server_binary
-from orchmem.worker.client import MemoryClient
-from orchmem.worker.redis_clients import broker_client, sentinel_hosts
+from orchmem.worker.client.client import MemoryClient
+from orchmem.worker.runtime.app import create_app
+from orchmem.worker.runtime.broker import redis_server_binary
+from orchmem.worker.runtime.redis_clients import broker_client, sentinel_hosts
 
 MASTER = "orchmem-ha"
 MANUAL = {"sourceType": "manual", "capturedBy": "user"}

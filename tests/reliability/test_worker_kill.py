@@ -6,11 +6,11 @@ import sqlite3
 
 from orchmem_testing import WorkerProcess, distinct_texts, wait_until
 
-from orchmem.models.storage.database import Databases
-from orchmem.models.storage.stats import stats
+from orchmem.models.storage.db.database import Databases
+from orchmem.models.storage.db.stats import stats
 from orchmem.tasks.writeback import WRITEBACK
-from orchmem.worker.app import create_app
-from orchmem.worker.publish import publish
+from orchmem.worker.runtime.app import create_app
+from orchmem.worker.runtime.publish import publish
 
 MANUAL = {"sourceType": "manual", "capturedBy": "user"}
 
@@ -63,7 +63,7 @@ def test_sigkill_while_holding_a_task_runs_it_exactly_once_after_restart(isolate
 
 
 def test_sigkill_during_an_ingest_scan_ingests_each_file_once_after_restart(isolated) -> None:  # type: ignore[no-untyped-def]
-    from orchmem.models.storage.memories import list_memories
+    from orchmem.models.storage.memories.memories import list_memories
     from orchmem.tasks.ingest import INGEST_SCAN
 
     settings = isolated(shards=1, worker={"visibility_timeout_s": 3},

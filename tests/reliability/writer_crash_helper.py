@@ -26,9 +26,9 @@ from typing import Any
 
 # Imported before any fork, so a child starts writing at once.
 from orchmem.config import load_settings
-from orchmem.models.schema import EdgeInput, MemoryInput, derive_id, validate
-from orchmem.models.storage.database import Databases
-from orchmem.models.writeback import write_memories
+from orchmem.models.core.schema import EdgeInput, MemoryInput, derive_id, validate
+from orchmem.models.storage.db.database import Databases
+from orchmem.models.writeback.writeback import write_memories
 
 ORCH = "crash-loop"
 MEMORIES, EDGES = 12, 11

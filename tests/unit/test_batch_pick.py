@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from orchmem.worker.batching import pick
+from orchmem.worker.runtime.batching import pick
 
 WB, BULLETIN = "orchmem.writeback", "orchmem.bulletin"
 

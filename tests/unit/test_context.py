@@ -6,10 +6,10 @@ import re
 
 import pytest
 
-from orchmem.models.context import render_context
-from orchmem.models.recall import Provenance, RecallBundle, RecalledMemory, SourceRecord
-from orchmem.models.schema import CapturedBy, MemoryNode, MemoryType, SourceType, Status
-from orchmem.worker.handles import BulletinResult
+from orchmem.models.core.schema import CapturedBy, MemoryNode, MemoryType, SourceType, Status
+from orchmem.models.recall.context import render_context
+from orchmem.models.recall.recall import Provenance, RecallBundle, RecalledMemory, SourceRecord
+from orchmem.worker.client.handles import BulletinResult
 
 BULLETIN_TEXT = "\n".join(
     ["## active_goals"] + [f"- Goal number {i} of the quarter [m-goal-{i:02d}]" for i in range(30)])

@@ -6,8 +6,8 @@ import itertools
 
 import pytest
 
-from orchmem.models.contradictions import Contradiction, contradicted, unresolved
-from orchmem.models.schema import Status
+from orchmem.models.core.contradictions import Contradiction, contradicted, unresolved
+from orchmem.models.core.schema import Status
 
 
 def edge(newer: Status, older: Status, n: int = 1) -> Contradiction:

@@ -14,7 +14,7 @@ import yaml
 from orchmem.config import load_settings
 from orchmem.tasks.maintenance import FANOUT, JOBS
 from orchmem.worker.cli.main import main
-from orchmem.worker.schedule import beat_schedule
+from orchmem.worker.runtime.schedule import beat_schedule
 
 ROOT = Path(__file__).resolve().parents[2]
 

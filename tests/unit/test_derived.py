@@ -1,4 +1,4 @@
-"""The hard forget's registry (models/derived.py) names every table and file the codebase
+"""The hard forget's registry (models/governance/derived.py) names every table and file the codebase
 derives from memories, and every entry has a step that runs."""
 
 from __future__ import annotations
@@ -8,13 +8,14 @@ from pathlib import Path
 
 from orchmem_testing import free_port, make_settings
 
-from orchmem.models import derived, working
-from orchmem.models.bulletin import SNAPSHOT_JSON, SNAPSHOT_MD
-from orchmem.models.storage.database import Databases
-from orchmem.models.storage.tables import NOT_DERIVED_TABLES
+from orchmem.models.bulletin import working
+from orchmem.models.bulletin.bulletin import SNAPSHOT_JSON, SNAPSHOT_MD
+from orchmem.models.governance import derived
+from orchmem.models.storage.db.database import Databases
+from orchmem.models.storage.schema.tables import NOT_DERIVED_TABLES
 from orchmem.tasks.forget import STEPS
 
-PACKAGE = Path(derived.__file__).resolve().parents[1]
+PACKAGE = Path(derived.__file__).resolve().parents[2]
 #: Shadow tables SQLite keeps for an FTS5 table ``t``: ``t_data``, ``t_idx``, …
 _SHADOW = re.compile(r"^(.+)_(data|idx|docsize|config|content)$")
 

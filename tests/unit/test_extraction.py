@@ -13,7 +13,10 @@ from orchmem_testing import finishes_within
 
 from orchmem.config import ExtractionBudgetExceeded, MemoryValidationError
 from orchmem.config.memory_settings import IngestSettings
-from orchmem.models.extraction import (
+from orchmem.models.core.payloads import WritebackRequest
+from orchmem.models.core.schema import MemoryInput, MemoryType, validate
+from orchmem.models.workspace.folders import Workspace
+from orchmem.models.writeback.extraction import (
     MAX_SENTENCE_CHARS,
     RUN_OVERHEAD_CHARS,
     ExtractionBudget,
@@ -25,12 +28,9 @@ from orchmem.models.extraction import (
     rules_extractor,
     subject_of,
 )
-from orchmem.models.extraction_rules import RULES
-from orchmem.models.payloads import WritebackRequest
-from orchmem.models.proposals import build
-from orchmem.models.reconcile import Proposed
-from orchmem.models.schema import MemoryInput, MemoryType, validate
-from orchmem.models.workspace import Workspace
+from orchmem.models.writeback.extraction_rules import RULES
+from orchmem.models.writeback.proposals import build
+from orchmem.models.writeback.reconcile import Proposed
 
 
 @pytest.mark.parametrize(("text", "expected", "subject"), [
@@ -169,7 +169,7 @@ def test_a_bad_extractor_setting_is_a_clear_error(spec: str) -> None:
 
 
 def test_near_duplicates_need_the_same_numbers_and_most_words() -> None:
-    from orchmem.models.reconcile import same_gist
+    from orchmem.models.writeback.reconcile import same_gist
 
     assert same_gist("I prefer aisle seats.", "I really prefer aisle seats!")
     assert not same_gist("The door code is 8082", "The door code is 3468")

@@ -12,14 +12,14 @@ import pytest
 
 from orchmem.config import MemoryValidationError
 from orchmem.config.governance import SECRET_RULES, GovernanceSettings
-from orchmem.models.context_budget import count_tokens, within_budget
-from orchmem.models.governance import TIER_OF_TYPE, Tier, tier_of
-from orchmem.models.governance_edits import ForgetPolicy, Patch
-from orchmem.models.payloads import ChannelTranscript, WorkflowOutput
-from orchmem.models.schema import MemoryInput, MemoryType, validate
-from orchmem.models.secret_scores import score
-from orchmem.models.secrets import classify, find_secrets, luhn_ok
+from orchmem.models.core.governance import TIER_OF_TYPE, Tier, tier_of
+from orchmem.models.core.payloads import ChannelTranscript, WorkflowOutput
+from orchmem.models.core.schema import MemoryInput, MemoryType, validate
+from orchmem.models.governance.governance_edits import ForgetPolicy, Patch
+from orchmem.models.recall.context_budget import count_tokens, within_budget
 from orchmem.models.storage.visibility import View, make_view
+from orchmem.models.writeback.secret_scores import score
+from orchmem.models.writeback.secrets import classify, find_secrets, luhn_ok
 
 SECRETS = Path(__file__).parents[1] / "data" / "secrets"
 MANUAL = {"sourceType": "manual", "capturedBy": "user"}

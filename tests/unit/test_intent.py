@@ -1,10 +1,10 @@
-"""Which memory types a question asks about (models/intent.py)."""
+"""Which memory types a question asks about (models/language/intent.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from orchmem.models.intent import favoured_types
+from orchmem.models.language.intent import favoured_types
 
 
 @pytest.mark.parametrize(("query", "types"), [

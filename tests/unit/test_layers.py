@@ -22,7 +22,7 @@ MAX_FUNCTION_LINES = 60
 MAX_MODULE_LINES = 500
 
 #: What only the storage layer may import.
-STORAGE_ONLY_IMPORTS = ("orchmem.models.storage.tables", "peewee", "playhouse", "sqlite3")
+STORAGE_ONLY_IMPORTS = ("orchmem.models.storage.schema.tables", "peewee", "playhouse", "sqlite3")
 #: Calls that run SQL (``execute`` only with a statement: a Redis pipeline's
 #: ``execute()`` takes none).
 SQL_CALLS = frozenset({"sql", "execute_sql", "execute"})
@@ -69,8 +69,8 @@ def test_only_the_storage_layer_runs_sql_or_imports_the_tables() -> None:
 
 def test_the_sql_checker_sees_each_way_past_the_boundary() -> None:
     path = PROJECT / "models" / "sample.py"
-    for source in ("from .storage.tables import MemoryRow\n",
-                   "from orchmem.models.storage import tables\n",
+    for source in ("from .storage.schema.tables import MemoryRow\n",
+                   "from orchmem.models.storage.schema import tables\n",
                    "import peewee\n",
                    "def f(odb):\n    return odb.sql('x')\n",
                    "def f(odb):\n    return odb.db\n",

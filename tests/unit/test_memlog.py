@@ -1,4 +1,4 @@
-"""memory.log's appends (models/memlog.py): a missing folder is made, rotation keeps
+"""memory.log's appends (models/workspace/memlog.py): a missing folder is made, rotation keeps
 its backups, and a log that cannot be written never raises."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from orchmem.models.memlog import MemoryLog, read_log
+from orchmem.models.workspace.memlog import MemoryLog, read_log
 
 
 def test_a_missing_folder_is_made_again_at_the_next_line(tmp_path: Path) -> None:
@@ -39,6 +39,6 @@ def test_an_unwritable_log_is_reported_not_raised(tmp_path: Path,
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
     log = MemoryLog(blocker / "memory.log", "orch", max_bytes=0, backups=0)
-    with caplog.at_level(logging.WARNING, logger="orchmem.models.memlog"):
+    with caplog.at_level(logging.WARNING, logger="orchmem.models.workspace.memlog"):
         log.write("lost", n=1)
     assert "cannot write" in caplog.text and '"lost"' in caplog.text

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
-from orchmem.worker.events import FLUSH_EVERY_S, PacedFlush
+from orchmem.worker.runtime.events import FLUSH_EVERY_S, PacedFlush
 
 
 class _Timer:

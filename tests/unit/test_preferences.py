@@ -1,10 +1,10 @@
-"""Opposite and restating preferences (models/preferences.py)."""
+"""Opposite and restating preferences (models/core/preferences.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from orchmem.models.preferences import Sides, opposite, restates, sides
+from orchmem.models.core.preferences import Sides, opposite, restates, sides
 
 #: (older, newer) pairs of preferences of one person that say opposite things. The first
 #: come from a new user's session; the held-out ones were written before the rules and

@@ -1,4 +1,4 @@
-"""The private-mode helpers (models/private.py): what they create is 0700 / 0600 under
+"""The private-mode helpers (models/workspace/private.py): what they create is 0700 / 0600 under
 a permissive umask, SQLite's companions take the database's mode, and the scan finds
 and narrows what is wider."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from orchmem.models.private import (
+from orchmem.models.workspace.private import (
     make_private,
     narrow,
     open_private,
@@ -124,7 +124,7 @@ def test_narrow_takes_group_and_other_bits_off_a_taken_in_file(tmp_path: Path) -
 
 
 def test_the_cli_sets_the_same_process_umask() -> None:
-    from orchmem.models.private import PROCESS_UMASK
+    from orchmem.models.workspace.private import PROCESS_UMASK
     from orchmem.worker.cli.main import PROCESS_UMASK as CLI_UMASK
 
     assert CLI_UMASK == PROCESS_UMASK

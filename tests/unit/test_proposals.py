@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchmem.models.extraction import rules_extractor
-from orchmem.models.payloads import WritebackRequest
-from orchmem.models.proposals import Proposals, build
-from orchmem.models.schema import validate
-from orchmem.models.workspace import Workspace
+from orchmem.models.core.payloads import WritebackRequest
+from orchmem.models.core.schema import validate
+from orchmem.models.workspace.folders import Workspace
+from orchmem.models.writeback.extraction import rules_extractor
+from orchmem.models.writeback.proposals import Proposals, build
 
 MESSAGES = [{"role": "user", "text": "My name is Sam Carter."},
             {"role": "user", "text": "I live in Lisbon now"}]

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from orchmem.models.embedding import Embedder
-from orchmem.models.query_vectors import QueryVectors, query_vectors
+from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.embedding.query_vectors import QueryVectors, query_vectors
 
 
 class Counting(Embedder):

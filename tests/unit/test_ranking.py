@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from orchmem.config.memory_settings import RetrievalSettings
-from orchmem.models.ranking import (
+from orchmem.models.recall.ranking import (
     Features,
     confidence_factor,
     contradiction_factor,

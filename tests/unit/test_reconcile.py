@@ -7,8 +7,7 @@ from datetime import UTC, datetime
 import numpy as np
 
 from orchmem.config.memory_settings import WritebackSettings
-from orchmem.models.reconcile import Proposed, decide, link, related
-from orchmem.models.schema import (
+from orchmem.models.core.schema import (
     CapturedBy,
     EdgeType,
     MemoryInput,
@@ -17,7 +16,8 @@ from orchmem.models.schema import (
     SourceType,
     content_fingerprint,
 )
-from orchmem.models.storage.memories import StoredMemory
+from orchmem.models.storage.memories.memories import StoredMemory
+from orchmem.models.writeback.reconcile import Proposed, decide, link, related
 
 SETTINGS = WritebackSettings()
 SAID = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

@@ -6,7 +6,7 @@ from datetime import UTC, date, datetime
 
 import pytest
 
-from orchmem.models.router import Intent, classify, plan
+from orchmem.models.recall.router import Intent, classify, plan
 
 NOW = datetime(2023, 5, 8, 12, 0, tzinfo=UTC)
 

@@ -1,11 +1,11 @@
-"""RowCache.fill (models/storage/row_cache.py): the answer holds every id asked, read
+"""RowCache.fill (models/storage/search/row_cache.py): the answer holds every id asked, read
 once, even when the fill clears the cache for its bound."""
 
 from __future__ import annotations
 
 import pytest
 
-from orchmem.models.storage import row_cache
+from orchmem.models.storage.search import row_cache
 
 
 def test_a_fill_reads_only_what_is_missing_and_answers_every_id() -> None:

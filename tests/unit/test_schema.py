@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from orchmem.config import MemoryValidationError, ScopeViolation, check_orchestrator_id
-from orchmem.models.schema import (
+from orchmem.models.core.schema import (
     EdgeInput,
     EdgeType,
     MemoryInput,
@@ -20,7 +20,7 @@ from orchmem.models.schema import (
     normalize_text,
     validate,
 )
-from orchmem.models.workspace import Workspace
+from orchmem.models.workspace.folders import Workspace
 
 MANUAL = {"sourceType": "manual", "capturedBy": "user"}
 

@@ -121,7 +121,7 @@ def test_runtime_root_defaults_under_root(tmp_path: Path) -> None:
 
 
 def test_settings_round_trip_through_toml(tmp_path: Path) -> None:
-    from orchmem.worker.tomlwrite import to_toml
+    from orchmem.worker.ops.tomlwrite import to_toml
 
     original = load_settings(environ={}, root=tmp_path, shards=3,
                              memory={"retrieval": {"top_n": 7}},

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from orchmem.models.speakers import MAX_NAMES, has_topic, named, speaker, without
-from orchmem.models.substance import Kind, kind
+from orchmem.models.language.speakers import MAX_NAMES, has_topic, named, speaker, without
+from orchmem.models.language.substance import Kind, kind
 
 
 @pytest.mark.parametrize(("content", "expected"), [

@@ -6,7 +6,7 @@ from datetime import UTC, date, datetime
 
 import pytest
 
-from orchmem.models.timeexpr import MAX_SCAN_CHARS, resolve, window
+from orchmem.models.language.timeexpr import MAX_SCAN_CHARS, resolve, window
 
 #: Monday 8 May 2023, 13:56 UTC (a LoCoMo session date).
 ANCHOR = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)

@@ -6,7 +6,7 @@ import random
 
 import numpy as np
 
-from orchmem.models.topics import Unit, assign, label, rule_topic
+from orchmem.models.reflection.topics import Unit, assign, label, rule_topic
 
 
 def _v(*xs: float) -> np.ndarray:

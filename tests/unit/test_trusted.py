@@ -1,4 +1,4 @@
-"""models/trusted.py builds the same objects as pydantic's model_construct, faster, and
+"""models/core/trusted.py builds the same objects as pydantic's model_construct, faster, and
 refuses what it cannot build the same way."""
 
 from __future__ import annotations
@@ -6,8 +6,7 @@ from __future__ import annotations
 import pytest
 from pydantic import BaseModel, ConfigDict
 
-from orchmem.models.recall import Neighbor, Provenance, RecallBundle, Scores, SourceRecord
-from orchmem.models.schema import (
+from orchmem.models.core.schema import (
     CapturedBy,
     EdgeType,
     MemoryEdge,
@@ -17,7 +16,8 @@ from orchmem.models.schema import (
     SourceType,
     Status,
 )
-from orchmem.models.trusted import trusted
+from orchmem.models.core.trusted import trusted
+from orchmem.models.recall.recall import Neighbor, Provenance, RecallBundle, Scores, SourceRecord
 
 
 def _same(built: BaseModel, constructed: BaseModel) -> None:

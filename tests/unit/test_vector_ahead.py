@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from orchmem.models.storage.vectors import VectorIndex
+from orchmem.models.storage.search.vectors import VectorIndex
 
 
 def _unit(rows: np.ndarray) -> np.ndarray:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
-from orchmem.models.storage.vectors import KEEP_SLACK, VectorHit, _kept
+from orchmem.models.storage.search.vectors import KEEP_SLACK, VectorHit, _kept
 
 HITS = [VectorHit(f"m-{i:03d}", 1.0 - i / 1000) for i in range(116)]
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from orchmem.models.storage import vectors
-from orchmem.models.storage.vectors import ROUGH_FROM, VectorIndex, dot, exact_scores
+from orchmem.models.storage.search import vectors
+from orchmem.models.storage.search.vectors import ROUGH_FROM, VectorIndex, dot, exact_scores
 
 
 def _index(matrix: np.ndarray) -> VectorIndex:

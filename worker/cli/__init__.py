@@ -1,5 +1,5 @@
 """The ``orchmem`` command line (entry point ``orchmem.worker.cli:main``)."""
 
-from .main import main
+from orchmem.worker.cli.main import main
 
 __all__ = ["main"]

@@ -17,8 +17,8 @@ from orchmem.config import (
     check_orchestrator_id,
     load_settings,
 )
-from orchmem.models.schema import MemoryType, Status
-from orchmem.models.storage.database import known_orchestrators
+from orchmem.models.core.schema import MemoryType, Status
+from orchmem.models.storage.db.database import known_orchestrators
 
 F = TypeVar("F", bound=Callable[..., Any])
 

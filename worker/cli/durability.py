@@ -9,18 +9,18 @@ from typing import Any
 import click
 
 from orchmem.config import MemoryNotFound, OrchmemError, Settings
-from orchmem.models.embedding import get_embedder
-from orchmem.models.rebuild import rebuild as rebuild_parts
-from orchmem.models.storage.backup import (
+from orchmem.models.embedding.embedding import get_embedder
+from orchmem.models.portability.rebuild import rebuild as rebuild_parts
+from orchmem.models.storage.db.backup import (
     check_backup,
     list_backups,
     prune,
     restore_backup,
     take_backup,
 )
-from orchmem.models.storage.database import Databases, OrchestratorDB, known_orchestrators
-from orchmem.models.storage.degraded import clear_degraded, degraded_info
-from orchmem.models.storage.migrations import (
+from orchmem.models.storage.db.database import Databases, OrchestratorDB, known_orchestrators
+from orchmem.models.storage.db.degraded import clear_degraded, degraded_info
+from orchmem.models.storage.schema.migrations import (
     MIGRATIONS,
     SCHEMA_VERSION,
     DowngradeRefused,
@@ -28,10 +28,9 @@ from orchmem.models.storage.migrations import (
     downgrade,
     pending,
 )
-from orchmem.models.workspace import Workspace
+from orchmem.models.workspace.folders import Workspace
 from orchmem.tasks.bulletin import write_bulletin
-
-from .common import Cli, emit, json_option, orch_option, pass_cli
+from orchmem.worker.cli.common import Cli, emit, json_option, orch_option, pass_cli
 
 
 def open_writer(cli: Cli, orchestrator_id: str) -> tuple[Databases, OrchestratorDB]:

@@ -9,16 +9,24 @@ from typing import Any
 import click
 
 from orchmem.config import OrchmemError
-from orchmem.models.history import history as memory_history
-from orchmem.models.schema import EdgeType
+from orchmem.models.core.schema import EdgeType
+from orchmem.models.governance.history import history as memory_history
 from orchmem.models.storage.visibility import make_view
 from orchmem.tasks.edits import EDIT
-
-from ..app import create_app
-from ..publish import publish
-from .common import TYPE_CHOICE, Cli, emit, fail, json_option, one_line, orch_option, pass_cli
-from .governance_options import view_options
-from .memory import open_existing, wait_for
+from orchmem.worker.cli.common import (
+    TYPE_CHOICE,
+    Cli,
+    emit,
+    fail,
+    json_option,
+    one_line,
+    orch_option,
+    pass_cli,
+)
+from orchmem.worker.cli.governance_options import view_options
+from orchmem.worker.cli.memory import open_existing, wait_for
+from orchmem.worker.runtime.app import create_app
+from orchmem.worker.runtime.publish import publish
 
 EDGE_TYPES = [t.value for t in EdgeType]
 

@@ -9,13 +9,12 @@ import click
 
 from orchmem.config import OrchmemError
 from orchmem.tasks.retention import RETENTION
-
-from ..app import create_app
-from ..publish import publish
-from .common import Cli, emit, fail, json_option, orch_option, pass_cli
-from .edits import KEY, _run_edit
-from .governance_options import SCOPES, SENSITIVITIES, TIERS
-from .memory import wait_for
+from orchmem.worker.cli.common import Cli, emit, fail, json_option, orch_option, pass_cli
+from orchmem.worker.cli.edits import KEY, _run_edit
+from orchmem.worker.cli.governance_options import SCOPES, SENSITIVITIES, TIERS
+from orchmem.worker.cli.memory import wait_for
+from orchmem.worker.runtime.app import create_app
+from orchmem.worker.runtime.publish import publish
 
 
 @click.command()

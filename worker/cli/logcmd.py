@@ -8,12 +8,18 @@ from typing import Any
 import click
 
 from orchmem.config import MemoryValidationError
-from orchmem.models.execlog import check_run_id
-from orchmem.models.schema import check_memory_id, format_ts, parse_ts
-from orchmem.models.storage.execlog import events_of_memory, read_log
-
-from .common import Cli, emit, json_option, missing_ok_option, orch_option, pass_cli
-from .memory import open_existing
+from orchmem.models.core.schema import check_memory_id, format_ts, parse_ts
+from orchmem.models.execlog.execlog import check_run_id
+from orchmem.models.storage.execlog.execlog import events_of_memory, read_log
+from orchmem.worker.cli.common import (
+    Cli,
+    emit,
+    json_option,
+    missing_ok_option,
+    orch_option,
+    pass_cli,
+)
+from orchmem.worker.cli.memory import open_existing
 
 
 @click.command("log")

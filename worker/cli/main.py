@@ -15,9 +15,9 @@ from typing import Any
 
 import click
 
-from .catalog import COMMANDS
+from orchmem.worker.cli.catalog import COMMANDS
 
-#: The process umask of an ``orchmem`` program: models/private.py's PROCESS_UMASK,
+#: The process umask of an ``orchmem`` program: models/workspace/private.py's PROCESS_UMASK,
 #: written out here so that ``--version`` and ``--help`` import nothing of the models
 #: (tests/unit/test_private.py checks the two agree).
 PROCESS_UMASK = 0o077
@@ -54,7 +54,7 @@ class OrchmemGroup(click.Group):
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """The ``orchmem`` program (and ``python -m orchmem.worker``): the process owns
         its root, so whatever it or a library under it creates (Celery's log file,
-        beat's schedule, Prometheus' files) is private, umask 077 (models/private.py).
+        beat's schedule, Prometheus' files) is private, umask 077 (models/workspace/private.py).
         Click's test runner calls ``main()`` instead and leaves its host's umask alone."""
         os.umask(PROCESS_UMASK)
         return super().__call__(*args, **kwargs)
@@ -62,8 +62,7 @@ class OrchmemGroup(click.Group):
     def invoke(self, ctx: click.Context) -> object:
         """Run the command; an OrchmemError becomes one ``Error:`` line and its exit code."""
         from orchmem.config import OrchmemError
-
-        from .common import fail
+        from orchmem.worker.cli.common import fail
 
         try:
             return super().invoke(ctx)
@@ -88,7 +87,7 @@ def main(ctx: click.Context, config: str | None, root: str | None) -> None:
     workers write them into each orchestrator's own SQLite file; recall reads that
     file directly. New here? Run `orchmem demo`, or `orchmem up` then `orchmem write`.
     """
-    from .common import Cli
+    from orchmem.worker.cli.common import Cli
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     ctx.obj = Cli(config, root)

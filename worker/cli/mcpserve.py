@@ -7,9 +7,8 @@ import logging
 import click
 
 from orchmem.config import check_orchestrator_id
-
-from .common import Cli, orch_option, pass_cli
-from .serve import check_bind, with_overrides
+from orchmem.worker.cli.common import Cli, orch_option, pass_cli
+from orchmem.worker.cli.serve import check_bind, with_overrides
 
 
 @click.command()
@@ -29,14 +28,14 @@ def mcp(cli: Cli, orchestrator_id: str, immediate: bool, http: bool, address: st
     bulletin, forget, supersede and the resource memory://bulletin."""
     check_orchestrator_id(orchestrator_id)
     if not http:
-        from ..mcp_server import create_mcp
+        from orchmem.worker.mcp.mcp_server import create_mcp
 
         create_mcp(cli.settings, orchestrator_id, immediate=immediate).run("stdio")
         return
     import uvicorn
 
-    from ..mcp_http import mcp_http_app
-    from ..tokens import TokenStore
+    from orchmem.worker.api.tokens import TokenStore
+    from orchmem.worker.mcp.mcp_http import mcp_http_app
 
     settings = with_overrides(cli.settings, address=address)
     store = TokenStore(settings)

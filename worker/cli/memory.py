@@ -11,28 +11,19 @@ import click
 from celery.exceptions import TimeoutError as CeleryTimeout
 
 from orchmem.config import BrokerUnavailable, OrchmemError, Settings
-from orchmem.models.ingest_files import settle_s
-from orchmem.models.payloads import DEFAULT_SOURCE, check_writeback
-from orchmem.models.recall import RecallBundle
-from orchmem.models.recall import recall as recall_memories
-from orchmem.models.schema import MemoryInput, Status
-from orchmem.models.storage.database import Databases, OrchestratorDB, known_orchestrators
-from orchmem.models.storage.memories import list_memories
-from orchmem.models.storage.stats import stats as memory_stats
+from orchmem.models.core.payloads import DEFAULT_SOURCE, check_writeback
+from orchmem.models.core.schema import MemoryInput, Status
+from orchmem.models.ingest.ingest_files import settle_s
+from orchmem.models.recall.recall import RecallBundle
+from orchmem.models.recall.recall import recall as recall_memories
+from orchmem.models.storage.db.database import Databases, OrchestratorDB, known_orchestrators
+from orchmem.models.storage.db.stats import stats as memory_stats
+from orchmem.models.storage.memories.memories import list_memories
 from orchmem.models.storage.visibility import View, make_view
-from orchmem.models.workspace import Workspace
+from orchmem.models.workspace.folders import Workspace
 from orchmem.tasks.ingest import INGEST_SCAN
 from orchmem.tasks.writeback import WRITEBACK
-
-from ..app import create_app
-from ..broker import broker_url
-from ..client import MemoryClient
-from ..handles import found_by
-from ..publish import publish
-from ..redis_clients import broker_client
-from ..remote import ask_reader, running_reader_serves
-from ..routing import all_queues, queue_for, shard_for
-from .common import (
+from orchmem.worker.cli.common import (
     EXIT_UNAVAILABLE,
     STATUSES,
     TYPE_CHOICE,
@@ -46,7 +37,15 @@ from .common import (
     pass_cli,
     require_orchestrator,
 )
-from .governance_options import governance_fields, view_options, write_options
+from orchmem.worker.cli.governance_options import governance_fields, view_options, write_options
+from orchmem.worker.client.client import MemoryClient
+from orchmem.worker.client.handles import found_by
+from orchmem.worker.client.remote import ask_reader, running_reader_serves
+from orchmem.worker.runtime.app import create_app
+from orchmem.worker.runtime.broker import broker_url
+from orchmem.worker.runtime.publish import publish
+from orchmem.worker.runtime.redis_clients import broker_client
+from orchmem.worker.runtime.routing import all_queues, queue_for, shard_for
 
 logger = logging.getLogger(__name__)
 

@@ -14,32 +14,31 @@ import click
 from celery import signals as celery_signals
 
 from orchmem.config import OrchmemError
-from orchmem.models.embedding import get_embedder
-from orchmem.models.private import modes_report, private_dir
-from orchmem.models.reembed import remaining
-from orchmem.models.storage.database import Databases, known_orchestrators
-from orchmem.models.storage.deadletters import dead_letters
-from orchmem.models.storage.degraded import degraded_info
+from orchmem.models.embedding.embedding import get_embedder
+from orchmem.models.embedding.reembed import remaining
+from orchmem.models.storage.db.database import Databases, known_orchestrators
+from orchmem.models.storage.db.degraded import degraded_info
+from orchmem.models.storage.delivery.deadletters import dead_letters
+from orchmem.models.workspace.private import modes_report, private_dir
 from orchmem.tasks.maintenance import DEADLETTER_RETRY, REEMBED
-
-from .. import batching, events
-from ..app import OrchmemCelery, connect_worker_signals, create_app
-from ..broker import (
+from orchmem.worker.cli.common import EXIT_UNAVAILABLE, Cli, emit, json_option, pass_cli
+from orchmem.worker.cli.memory import wait_for
+from orchmem.worker.ops.readiness import on_ready, ready_file_option
+from orchmem.worker.ops.supervisor import Supervisor
+from orchmem.worker.runtime import batching, events
+from orchmem.worker.runtime.app import OrchmemCelery, connect_worker_signals, create_app
+from orchmem.worker.runtime.broker import (
     FLOWER_USER,
     EmbeddedRedis,
     flower_basic_auth,
     flower_password_file,
     wait_for_broker,
 )
-from ..drain import drain
-from ..metrics import start_metrics
-from ..publish import publish
-from ..readiness import on_ready, ready_file_option
-from ..routing import shard_queues
-from ..schedule import beat_schedule
-from ..supervisor import Supervisor
-from .common import EXIT_UNAVAILABLE, Cli, emit, json_option, pass_cli
-from .memory import wait_for
+from orchmem.worker.runtime.drain import drain
+from orchmem.worker.runtime.metrics import start_metrics
+from orchmem.worker.runtime.publish import publish
+from orchmem.worker.runtime.routing import shard_queues
+from orchmem.worker.runtime.schedule import beat_schedule
 
 
 def _shards(cli: Cli, shards: tuple[int, ...]) -> list[int]:
@@ -351,7 +350,7 @@ def demo(cli: Cli, demo_root: str | None, fresh: bool) -> None:
     shows what each wrote and recalled, the bulletin, a kept contradiction, a superseded
     preference and a denied cross-orchestrator request. The data stays in --root.
     """
-    from ..demo import prepare_root, run_demo
+    from orchmem.worker.ops.demo import prepare_root, run_demo
 
     # Not $ORCHMEM_ROOT: --fresh empties the folder, so only a folder named here is used.
     root = Path(demo_root or cli.root or "orchmem-demo").resolve()

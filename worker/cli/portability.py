@@ -8,13 +8,12 @@ from pathlib import Path
 import click
 
 from orchmem.config import ImportRejected, MemoryNotFound
-from orchmem.models.embedding import get_embedder
-from orchmem.models.export import export_jsonl, export_markdown
-from orchmem.models.import_files import read_manifest
-from orchmem.models.importer import import_folder
-from orchmem.models.storage.database import Databases
-
-from .common import Cli, emit, fail, json_option, orch_option, pass_cli
+from orchmem.models.embedding.embedding import get_embedder
+from orchmem.models.portability.export import export_jsonl, export_markdown
+from orchmem.models.portability.import_files import read_manifest
+from orchmem.models.portability.importer import import_folder
+from orchmem.models.storage.db.database import Databases
+from orchmem.worker.cli.common import Cli, emit, fail, json_option, orch_option, pass_cli
 
 
 @click.command(name="export")

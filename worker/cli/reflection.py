@@ -8,14 +8,13 @@ from typing import Any
 import click
 
 from orchmem.config import OrchmemError
-from orchmem.models.storage.insights import list_proposals
-from orchmem.models.storage.reflection import topic_counts
+from orchmem.models.storage.reflection.insights import list_proposals
+from orchmem.models.storage.reflection.reflection import topic_counts
 from orchmem.tasks.reflect import REFLECT, REVIEW
-
-from ..app import create_app
-from ..publish import publish
-from .common import Cli, emit, fail, json_option, one_line, orch_option, pass_cli
-from .memory import open_existing, wait_for
+from orchmem.worker.cli.common import Cli, emit, fail, json_option, one_line, orch_option, pass_cli
+from orchmem.worker.cli.memory import open_existing, wait_for
+from orchmem.worker.runtime.app import create_app
+from orchmem.worker.runtime.publish import publish
 
 
 @click.command()

@@ -10,9 +10,8 @@ import click
 
 from orchmem.config import ConfigError, Settings
 from orchmem.config.settings import ApiSettings
-
-from ..tokens import TokenStore
-from .common import Cli, pass_cli
+from orchmem.worker.api.tokens import TokenStore
+from orchmem.worker.cli.common import Cli, pass_cli
 
 
 def is_loopback(address: str) -> bool:
@@ -54,8 +53,8 @@ def serve(cli: Cli, address: str | None, port: int | None, immediate: bool | Non
     of the orchestrator it names (`orchmem token create`)."""
     import uvicorn
 
-    from ..api import create_api
-    from ..api_server import server_config
+    from orchmem.worker.api.api import create_api
+    from orchmem.worker.api.api_server import server_config
 
     settings = with_overrides(cli.settings, address=address, port=port, immediate=immediate)
     store = TokenStore(settings)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from ..tokens import TokenStore
-from .common import Cli, emit, json_option, orch_option, pass_cli
+from orchmem.worker.api.tokens import TokenStore
+from orchmem.worker.cli.common import Cli, emit, json_option, orch_option, pass_cli
 
 
 @click.group()

@@ -1,0 +1,1 @@
+"""The bulletin sent with every message, and the working-memory projection ``working.md``."""

@@ -1,0 +1,3 @@
+"""The memory model every feature shares: nodes, edges, provenance, their rules and the task
+payloads.
+"""

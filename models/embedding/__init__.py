@@ -1,0 +1,1 @@
+"""Embedders (sentence-transformers, ONNX Runtime) and the vectors computed with them."""

@@ -1,0 +1,3 @@
+"""The execution log: runs, steps, tool calls and checkpoints, and the episodes projected from
+them.
+"""

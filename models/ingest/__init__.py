@@ -1,0 +1,1 @@
+"""Files dropped in ``memory/ingest/`` become memories exactly once."""

@@ -1,0 +1,1 @@
+"""Export, import and rebuilding derived data from the records."""

@@ -1,0 +1,62 @@
+"""Rebuilding derived data from the records: the full-text index, the vectors, the bulletin.
+
+Each part can be dropped and made again at any time; recall gives the same answers
+(ranks included) afterwards, because the FTS index and the vectors are pure functions of
+the records and the embedder. While vectors are being rebuilt, recall answers from the
+vectors already made plus full text (the same dual read as a re-embed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.embedding.reembed import reembed_batch, remaining
+from orchmem.models.storage.db.database import OrchestratorDB
+from orchmem.models.storage.derived import drop_vectors, rebuild_fts
+
+#: Called with (part, done, total).
+Progress = Callable[[str, int, int], None]
+
+
+def rebuild_vectors(odb: OrchestratorDB, embedder: Embedder, batch_size: int,
+                    progress: Progress | None = None) -> dict[str, int]:
+    """Drop every vector and embed every live memory again, batch by batch (each batch
+    commits on its own). Returns ``{"dropped", "embedded"}``."""
+    dropped = drop_vectors(odb)
+    total = remaining(odb, embedder.version)
+    done = 0
+    while True:
+        count = reembed_batch(odb, embedder, batch_size)
+        if count == 0:
+            break
+        done += count
+        if progress:
+            progress("vectors", done, total)
+    return {"dropped": dropped, "embedded": done}
+
+
+def rebuild(odb: OrchestratorDB, *, fts: bool, vectors: bool, bulletin: Callable[[], Any] | None,
+            embedder: Embedder | None, batch_size: int, progress: Progress | None = None
+            ) -> dict[str, Any]:
+    """Rebuild the chosen parts; ``bulletin`` writes a fresh bulletin snapshot when given.
+
+    Returns what each part did. Raises StorageError, EmbeddingError.
+    """
+    report: dict[str, Any] = {}
+    if fts:
+        report["fts"] = {"indexed": rebuild_fts(odb)}
+        if progress:
+            progress("fts", 1, 1)
+    if vectors:
+        if embedder is None:
+            raise ValueError("rebuilding vectors needs an embedder")
+        report["vectors"] = rebuild_vectors(odb, embedder, batch_size, progress)
+    if bulletin is not None:
+        data = bulletin()
+        report["bulletin"] = {"watermark": data.get("watermark"), "chars": data.get("chars")}
+        if progress:
+            progress("bulletin", 1, 1)
+    odb.log.write("rebuilt", **report)
+    return report

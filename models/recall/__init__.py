@@ -1,0 +1,3 @@
+"""Recall, the synchronous read path: router, hybrid search, fusion, time, the bundle and the
+prompt block.
+"""

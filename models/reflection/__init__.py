@@ -1,0 +1,1 @@
+"""Reflection: topics, insights, evolves proposals and their review, crystals."""

@@ -1,0 +1,1 @@
+"""Opening one orchestrator's files: pragmas, integrity, degraded mode, backups, counts."""

@@ -1,0 +1,1 @@
+"""Exactly-once delivery: the outbox, receipts, dead letters and the ingest manifest."""

@@ -1,0 +1,1 @@
+"""The execution log's rows, its episodes, the projection watermark and redaction."""

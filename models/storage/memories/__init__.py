@@ -1,0 +1,1 @@
+"""Memories, their edges, sources, audit events and governance columns, as rows."""

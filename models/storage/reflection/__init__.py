@@ -1,0 +1,1 @@
+"""Reflection's rows: units, topics, crystals, insights and proposals."""

@@ -1,0 +1,1 @@
+"""The tables of memory.db and the migrations that bring an earlier release's file up to date."""

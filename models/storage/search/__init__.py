@@ -1,0 +1,1 @@
+"""What recall reads: candidates, the row cache, exact vector search, full text, neighbours."""

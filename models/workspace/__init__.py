@@ -1,0 +1,3 @@
+"""An orchestrator's folders and the files orchmem keeps in them: private, replaced atomically,
+logged.
+"""

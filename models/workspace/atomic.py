@@ -1,0 +1,24 @@
+"""Replacing a small file atomically: readers see the old text or the new, never half."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from orchmem.models.workspace.private import open_private
+
+
+def write_atomically(path: Path, text: str, *, durable: bool = True) -> None:
+    """Write ``text`` to a temp file beside ``path``, fsync it, rename it over ``path``.
+    The file is created 0600 (private.py).
+
+    ``durable=False``: no fsync (a snapshot rebuilt from the database whenever it is
+    lost): a crashed process still leaves the old text or the new, but a power loss may
+    leave the file empty or gone; its readers must treat that as no snapshot."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open_private(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        if durable:
+            fh.flush()
+            os.fsync(fh.fileno())
+    os.replace(tmp, path)

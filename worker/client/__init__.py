@@ -1,0 +1,1 @@
+"""``MemoryClient``, what an orchestrator imports, and what its calls return."""

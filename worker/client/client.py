@@ -1,0 +1,499 @@
+"""``MemoryClient``: what an orchestrator imports to use its memory.
+
+    client = MemoryClient("support-bot")
+    client.write_back(transcript={"conversationId": "c1", "messages": [...]})
+    bundle = client.recall("what does the user prefer?")
+    block = client.context_for("selector", user_message).text
+
+Writes go through the orchestrator's queue (asynchronous, exactly once per idempotency
+key); reads open the orchestrator's SQLite file directly (synchronous, milliseconds).
+A recall first waits, a bounded time, for this client's own unfinished write-backs,
+so a message recalls what the previous message wrote.
+
+The orchestrator never sees an exception from memory: with ``memory.enabled = false``,
+a damaged database, a broker that is down, or a request outside this orchestrator's
+scope, every call returns an empty or partial result with ``warnings`` (and the
+reason is logged).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from datetime import datetime
+from typing import Any, Literal
+
+import redis
+
+from orchmem.config import (
+    BrokerUnavailable,
+    OrchmemError,
+    Settings,
+    check_orchestrator_id,
+    load_settings,
+)
+from orchmem.models.bulletin.bulletin import Bulletin
+from orchmem.models.core.payloads import check_writeback, with_default_sources
+from orchmem.models.core.schema import format_ts, utc_now, validate_with
+from orchmem.models.execlog.execlog import check_step_events
+from orchmem.models.governance.edits import EDIT_ADAPTER
+from orchmem.models.recall.recall import RecallBundle, recall
+from orchmem.models.storage.db.database import Databases
+from orchmem.models.storage.delivery import receipts
+from orchmem.models.storage.delivery.outbox import Outbox
+from orchmem.models.storage.visibility import View, make_view
+from orchmem.models.workspace.memlog import MemoryLog
+from orchmem.tasks.bulletin import BULLETIN
+from orchmem.tasks.edits import EDIT
+from orchmem.tasks.ingest import INGEST_SCAN
+from orchmem.tasks.publish import Envelope, envelope, publish, resend, send_envelope
+from orchmem.tasks.writeback import WRITEBACK
+from orchmem.worker.client.client_context import ContextCalls
+from orchmem.worker.client.client_governance import GovernanceCalls
+from orchmem.worker.client.handles import BulletinResult, WriteHandle, task_result
+from orchmem.worker.client.pending import PendingWrites
+from orchmem.worker.client.reflection_client import ReflectionMixin
+from orchmem.worker.client.remote import empty_bundle, remote_recall
+from orchmem.worker.client.runlog import LogCalls
+from orchmem.worker.runtime.app import OrchmemCelery, create_app, create_immediate_app
+from orchmem.worker.runtime.redis_clients import broker_client
+
+logger = logging.getLogger(__name__)
+
+#: After a failed publish, how long the client stops trying the broker.
+BROKER_BACKOFF_S = 5.0
+#: Outbox entries published per catch-up, after the broker answers again.
+CATCH_UP_BATCH = 100
+
+
+class MemoryClient(ReflectionMixin, GovernanceCalls, ContextCalls, LogCalls):
+    """The memory of one orchestrator, as that orchestrator uses it.
+
+    ``settings`` default to :func:`load_settings` (``orchmem.toml`` / ``ORCHMEM_*``).
+    ``app`` and ``databases`` may be shared by several clients of one process.
+
+    The constructor raises, for errors in the caller's set-up: ``MemoryValidationError``
+    (also a ``ValueError``) when ``orchestrator_id`` does not match
+    ``^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`` (it becomes a path and a queue name), and
+    ``ConfigError`` when the settings (``orchmem.toml``, ``ORCHMEM_*``, or this
+    orchestrator's overrides) are invalid. It opens no file and no connection.
+
+    Reads never create the orchestrator (a name nobody wrote to answers empty, leaving
+    nothing on disk); its first write does, or ``create=True`` at once.
+    """
+
+    def __init__(self, orchestrator_id: str, settings: Settings | None = None, *,
+                 app: OrchmemCelery | None = None, databases: Databases | None = None,
+                 immediate: bool = False, remote: bool = False,
+                 create: bool = False) -> None:
+        check_orchestrator_id(orchestrator_id)
+        #: Recall through the shard's read queue (``orchmem reader``): see :mod:`.remote`.
+        self.remote = remote
+        self.orchestrator_id = orchestrator_id
+        self.settings = settings or load_settings()
+        self.memory = self.settings.memory_for(orchestrator_id)
+        # A reader never creates or writes a file; in immediate mode the tasks write
+        # through this registry, in this process.
+        self.databases = databases or Databases(self.settings, readonly=not immediate)
+        #: The registry is this client's to close (it was not given one).
+        self._own_databases = databases is None
+        #: In-process mode: tasks run here, at once, against the real file; no broker.
+        self.immediate = immediate
+        if immediate and app is None:
+            app = create_immediate_app(self.settings, self.databases)
+        self._app = app
+        self._shared_app = app
+        self._broker_down_until = 0.0
+        self._redis: redis.Redis | None = None
+        #: Remote recall's connection for answers, and the longest wait it serves.
+        self._replies: tuple[redis.Redis, float] | None = None
+        self.outbox = Outbox(self.databases.workspace(orchestrator_id).outbox_path,
+                             self.settings.worker.busy_timeout_ms)
+        self._pending = PendingWrites(self.databases, orchestrator_id,
+                                      self.memory.retrieval.read_your_writes_timeout_s,
+                                      self._warn, self._log)
+        if create:
+            self.create()
+
+    def create(self) -> None:
+        """Create this orchestrator's folder and memory file now, if it has none."""
+        maker = Databases(self.settings) if self.databases.readonly else self.databases
+        maker.open(self.orchestrator_id)
+        if maker is not self.databases:
+            maker.close_all()
+
+    def close(self) -> None:
+        """Stop recall's helper threads and close the database handles of the registry
+        this client made (a registry passed in is its owner's to close). The client
+        stays usable: a later call opens and starts what it needs again."""
+        if self._own_databases:
+            self.databases.close_all()
+
+    def __enter__(self) -> MemoryClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- plumbing -------------------------------------------------------------
+
+    @property
+    def app(self) -> OrchmemCelery:
+        if self._app is None:
+            self._app = create_app(self.settings, client=True)
+        return self._app
+
+    def _log(self, event: str, **fields: Any) -> None:
+        workspace = self.databases.workspace(self.orchestrator_id)
+        if not workspace.memory_dir.is_dir():  # none before its first write (see above)
+            return
+        MemoryLog(workspace.log_path, self.orchestrator_id,
+                  int(self.settings.memory_log_max_mb * 1024 * 1024),
+                  self.settings.memory_log_backups).write(event, **fields)
+
+    def _warn(self, what: str, exc: BaseException) -> str:
+        message = f"{what}: {exc}"
+        level = logging.WARNING if isinstance(exc, OrchmemError) else logging.ERROR
+        logger.log(level, "memory of %s: %s", self.orchestrator_id, message,
+                   exc_info=not isinstance(exc, OrchmemError))
+        self._log("client_degraded", operation=what, error=type(exc).__name__,
+                  message=str(exc)[:500])
+        return message
+
+    def _publish(self, task: str, kind: str, payload: dict[str, Any], *,
+                 expires_s: float | None = None,
+                 check: Callable[[dict[str, Any]], object] | None = None,
+                 fresh: bool = False) -> WriteHandle:
+        """Check, record (durable kinds) and publish through the one publish path.
+
+        ``fresh``: the payload's idempotency key was made for this request alone
+        (:attr:`~orchmem.tasks.publish.Envelope.fresh`).
+        Never raises: a payload ``check`` refuses, or one that cannot be recorded or
+        sent, gives a handle with ``ok=False`` and the error's code at once.
+        """
+        if not self.memory.enabled:
+            return WriteHandle(self.orchestrator_id, "", None, False, "disabled",
+                               "memory is disabled (memory.enabled = false)")
+        try:
+            if check is not None:
+                check(payload)
+            env = replace(envelope(self.orchestrator_id, task, kind, payload), fresh=fresh)
+        except OrchmemError as exc:
+            return WriteHandle.refused(self.orchestrator_id, "", exc,
+                                       self._warn(f"{task} refused", exc))
+        if time.monotonic() < self._broker_down_until:
+            return self._not_sent(env)
+        try:
+            result = publish(self.app, env, self.outbox, expires_s=expires_s,
+                             before_send=None if self.immediate else self._ping_broker)
+        except BrokerUnavailable as exc:
+            return self._broker_failed(env, exc)
+        except OrchmemError as exc:
+            return WriteHandle.refused(self.orchestrator_id, env.key, exc,
+                                       self._warn(f"{task} not recorded", exc))
+        except Exception as exc:
+            return self._broker_failed(env, exc)
+        if env.durable and not self.immediate:
+            self._catch_up(skip=env.key)
+        handle = WriteHandle(self.orchestrator_id, env.key, result.id, True, _client=self,
+                             _async=result)
+        if env.kind != "bulletin":
+            self._pending.track(env.key)
+        return handle
+
+    def _not_sent(self, env: Envelope) -> WriteHandle:
+        """The broker failed moments ago: keep a durable request in the outbox only."""
+        kept = ""
+        if env.durable:
+            try:
+                self.outbox.record(env.key, env.task, env.payload)
+                kept = "; kept in the outbox"
+            except OrchmemError as exc:
+                return WriteHandle.refused(self.orchestrator_id, env.key, exc,
+                                           self._warn(f"{env.task} not recorded", exc))
+        return WriteHandle(self.orchestrator_id, env.key, None, False, "broker_unavailable",
+                           f"{env.task} not published: the broker was unreachable moments "
+                           f"ago{kept}", _client=self, outboxed=bool(kept))
+
+    def _broker_failed(self, env: Envelope, exc: BaseException) -> WriteHandle:
+        # Skip publishing for a few seconds (each attempt costs about a second), and
+        # build a fresh app next time: Celery's result consumer does not recover.
+        self._broker_down_until = time.monotonic() + BROKER_BACKOFF_S
+        self._app = self._shared_app
+        kept = "; kept in the outbox" if env.durable else ""
+        return WriteHandle(self.orchestrator_id, env.key, None, False, "broker_unavailable",
+                           self._warn(f"{env.task} not published{kept}", exc),
+                           _client=self, outboxed=env.durable)
+
+    def _catch_up(self, skip: str) -> None:
+        """The broker answers again: publish what the outbox kept while it did not."""
+        try:
+            backlog = [e for e in self.outbox.never_published(limit=CATCH_UP_BATCH)
+                       if e.key != skip]
+        except OrchmemError as exc:
+            self._warn("outbox not read", exc)
+            return
+        for entry in backlog:
+            try:
+                send_envelope(self.app, resend(self.orchestrator_id, entry.task,
+                                               entry.payload))
+                self.outbox.mark_published(entry.key)
+            except OrchmemError:
+                return  # still flaky: the reconciler takes over
+        if backlog:
+            self._log("outbox_caught_up", published=len(backlog))
+
+    def _ping_broker(self) -> None:
+        """Fail fast (1 s) on a dead broker, before Celery starts its own retries."""
+        if self._redis is None:
+            url = self.app.conf.broker_url
+            self._redis = broker_client(url, self.settings, socket_connect_timeout=1,
+                                        socket_timeout=1)
+        try:
+            self._redis.ping()
+        except redis.RedisError as exc:
+            self._redis = None
+            raise BrokerUnavailable(f"broker unreachable: {exc}") from exc
+
+    def _receipt_final(self, key: str) -> bool:
+        """Whether ``key``'s receipt is final; False when it cannot be read (logged)."""
+        try:
+            odb = self.databases.open(self.orchestrator_id, create=False)
+            return odb is not None and receipts.status(odb, key) in receipts.FINAL
+        except OrchmemError as exc:
+            self._warn("receipt not read", exc)
+            return False
+
+    def _result(self, handle: WriteHandle, timeout: float) -> dict[str, Any] | None:
+        from celery.exceptions import TimeoutError as CeleryTimeout
+
+        try:
+            pending = handle._async if self.immediate else self.app.AsyncResult(handle.task_id)
+            value = pending.get(timeout=timeout, propagate=False)
+        except CeleryTimeout:
+            return None
+        except Exception as exc:
+            self._warn("waiting for a result", exc)
+            return None
+        return task_result(value)
+
+    def wait_for_writes(self, timeout: float | None = None) -> list[str]:
+        """Wait until this client's published writes are committed; returns the keys
+        still pending after ``timeout`` (default
+        ``memory.retrieval.read_your_writes_timeout_s``). See :mod:`.pending`."""
+        return self._pending.wait(timeout)
+
+    # -- writes -----------------------------------------------------------------
+
+    def write_back(self, *, memories: Sequence[dict[str, Any]] | None = None,
+                   edges: Sequence[dict[str, Any]] | None = None,
+                   transcript: dict[str, Any] | None = None,
+                   workflow_output: dict[str, Any] | None = None,
+                   diagnostics: dict[str, Any] | None = None,
+                   idempotency_key: str | None = None,
+                   log_events: Sequence[dict[str, Any]] | None = None) -> WriteHandle:
+        """Publish a write-back; returns at once with a handle (``ok`` False if refused).
+
+        ``memories``/``edges`` as in SPEC.md; ``transcript`` =
+        ``{"conversationId", "channel"?, "messages": [{"role", "text"}]}``;
+        ``workflow_output`` = ``{"workflowRunId", "stepId", "output": text | JSON}``;
+        ``diagnostics`` = ``{"runId"?, "findings": [{"severity", "text", "component"?}]}``;
+        ``log_events``: the execution-log events of the step that produced it (as
+        :meth:`log_event` takes them), written in the same transaction and receipt.
+        """
+        payload: dict[str, Any] = {}
+        for name, value in (("memories", memories), ("edges", edges),
+                            ("channelTranscript", transcript),
+                            ("workflowOutput", workflow_output), ("diagnostics", diagnostics),
+                            ("idempotencyKey", idempotency_key), ("logEvents", log_events)):
+            if value is not None:
+                payload[name] = list(value) if isinstance(value, list | tuple) else value
+        if "memories" in payload:
+            payload["memories"] = with_default_sources(payload["memories"])
+        return self._publish(WRITEBACK, "wb", payload, check=self._check_writeback)
+
+    def _check_writeback(self, payload: dict[str, Any]) -> None:
+        limits = self.memory.writeback
+        check_writeback(payload, self.databases.workspace(self.orchestrator_id),
+                        max_memories=limits.max_memories_per_task,
+                        max_content_chars=limits.max_content_chars)
+        check_step_events(payload.get("logEvents"), self.orchestrator_id, self.memory.log)
+
+    def _edit(self, payload: dict[str, Any]) -> WriteHandle:
+        """Publish an edit, checked here first by the model the worker uses."""
+        payload = {k: v for k, v in payload.items() if v is not None}
+        workspace = self.databases.workspace(self.orchestrator_id)
+        return self._publish(EDIT, "edit", payload, check=lambda p: validate_with(
+            EDIT_ADAPTER, p, workspace=workspace, name="edit"))
+
+    def supersede(self, memory_id: str, *, by: str | None = None, content: str | None = None,
+                  reason: str | None = None) -> WriteHandle:
+        """Replace a memory by another one (``by``, a memoryId) or by new ``content``.
+
+        The old memory becomes ``superseded`` with an ``Updates`` edge from its
+        replacement. Returns a :class:`WriteHandle` at once; never raises: a request
+        that cannot be published (memory disabled, a bad idempotency key, an outbox
+        that cannot be written, a broker that is down) gives ``ok=False`` with the
+        reason in ``error`` (``outboxed`` says whether it will still be sent). What the
+        worker finds (an unknown memory, neither or both of ``by`` and ``content``) is
+        in ``handle.wait()``'s result.
+        """
+        return self._edit({"op": "supersede", "memoryId": memory_id, "by": by,
+                           "content": content, "reason": reason})
+
+    def retract(self, memory_id: str, reason: str) -> WriteHandle:
+        """Mark a memory ``retracted`` (kept for the audit trail, left out of recall).
+
+        Returns a :class:`WriteHandle`; never raises: a refused request gives
+        ``ok=False`` with the reason in ``error`` (see :meth:`supersede`).
+        """
+        return self._edit({"op": "retract", "memoryId": memory_id, "reason": reason})
+
+    def link(self, from_id: str, to_id: str, edge_type: str, *, weight: float = 1.0,
+             reason: str | None = None) -> WriteHandle:
+        """Add an edge ``from_id -> to_id`` of ``edge_type`` (RelatedTo, Updates,
+        Contradicts, CausedBy or PartOf) with ``weight`` 0..1.
+
+        Returns a :class:`WriteHandle`; never raises: a request that cannot be published
+        gives ``ok=False`` with the reason in ``error`` (see :meth:`supersede`); an
+        unknown memory or edge type, or a weight out of range, is reported by the worker
+        in ``handle.wait()``'s result.
+        """
+        return self._edit({"op": "link", "fromMemoryId": from_id, "toMemoryId": to_id,
+                           "edgeType": edge_type, "weight": weight, "reason": reason})
+
+    def forget(self, memory_id: str, *, hard: bool = False,
+               reason: str | None = None) -> WriteHandle:
+        """Forget a memory: soft (``retracted``, history kept) or ``hard`` (erased).
+
+        A hard forget empties its content and summary, deletes its vector and sources,
+        strips its words from the audit trail (event subjects, edge reasons) and from
+        the FTS index, and erases the finished entries of this orchestrator's outbox,
+        dead letters, processed ingest files, stored results and (by an AOF rewrite) the
+        broker's old messages; one tombstone remains (README "What a hard forget erases").
+        Returns a :class:`WriteHandle`; never raises: a refused request gives
+        ``ok=False`` with the reason in ``error`` (see :meth:`supersede`).
+        """
+        return self._edit({"op": "forget", "memoryId": memory_id, "hard": hard,
+                           "reason": reason})
+
+    def ingest_now(self) -> WriteHandle:
+        """Publish a scan of this orchestrator's ``memory/ingest/`` folder."""
+        if not self.memory.ingest.enabled:
+            return WriteHandle(self.orchestrator_id, "", None, False, "disabled",
+                               "ingest is disabled (memory.ingest.enabled = false)")
+        return self._publish(INGEST_SCAN, "ingest",
+                             {"idempotencyKey": f"ingest-{uuid.uuid4().hex}"})
+
+    # -- reads ------------------------------------------------------------------
+
+    def recall(self, query: str, *, top_n: int | None = None,
+               types: Sequence[str] | None = None, include_inactive: bool = False,
+               memory_ids: Sequence[str] | None = None, orchestrator_id: str | None = None,
+               wait_for_writes: bool = True, episodes: bool = False,
+               session_id: str | None = None, project_id: str | None = None,
+               tags: Sequence[str] | None = None, include_restricted: bool = False,
+               purpose: str | None = None, view: View | None = None,
+               as_of: datetime | str | None = None, latest: bool = False,
+               route: bool | None = None,
+               known_at: datetime | str | None = None) -> RecallBundle:
+        """The memories most relevant to ``query`` (see ``orchmem.models.recall.recall``).
+
+        ``as_of``: what was true then (valid time); ``known_at``: what had been stored by
+        then (transaction time); ``latest``: the heads of Updates chains; ``route``: the
+        router's plan.
+
+        Asking for another orchestrator (``orchestrator_id``) or for its memoryIds is
+        denied and logged: the bundle is empty and says so in ``warnings``. A request
+        that names a ``session_id`` and/or ``project_id`` sees global memories and its
+        own; ``tags`` keeps those with every tag; restricted memories come back only with
+        ``include_restricted=True`` and a ``purpose`` (audited). A restricted read
+        without a purpose raises MemoryValidationError (a bug in the caller).
+        """
+        view = view or make_view(session_id, project_id, list(tags or ()), include_restricted,
+                                 purpose)
+        target = orchestrator_id or self.orchestrator_id
+        warnings: list[str] = []
+        if not self.memory.enabled:
+            return empty_bundle(target, query, ["memory is disabled (memory.enabled = false)"])
+        if self.remote and target == self.orchestrator_id and not view.include_restricted:
+            return remote_recall(self, query, top_n=top_n, types=types, memory_ids=memory_ids,
+                                 include_inactive=include_inactive,
+                                 wait_for_writes=wait_for_writes, view=view,
+                                 asked={"as_of": as_of, "known_at": known_at,
+                                        "latest": latest, "route": route,
+                                        "episodes": episodes})
+        try:
+            if wait_for_writes:
+                left = self.wait_for_writes()
+                if left:
+                    warnings.append(f"{len(left)} of this client's write-backs are not "
+                                    "committed yet; their memories may be missing")
+            bundle = recall(target, query, databases=self.databases, top_n=top_n, types=types,
+                            include_inactive=include_inactive, memory_ids=memory_ids,
+                            requester=self.orchestrator_id, episodes=episodes, view=view,
+                            purpose=purpose, as_of=as_of, known_at=known_at, latest=latest,
+                            route=route)
+        except Exception as exc:
+            return empty_bundle(target, query, [*warnings, self._warn("recall", exc)])
+        if warnings:
+            bundle = bundle.model_copy(update={"warnings": [*bundle.warnings, *warnings]})
+        return bundle
+
+    def bulletin(self, timeout: float | None = None, *, session_id: str | None = None,
+                 project_id: str | None = None,
+                 tags: Sequence[str] | None = None) -> BulletinResult:
+        """The bulletin for this message, built by the worker (after this client's earlier
+        writes, which precede it on the same queue). Naming a ``session_id`` and/or
+        ``project_id`` (or ``tags``) builds it here instead, from global memories and
+        that session's and project's (never restricted ones).
+
+        Falls back to the last snapshot (``bulletins/latest.json``), or an empty bulletin,
+        when the worker does not answer within ``memory.bulletin.timeout_s``.
+        """
+        if not self.memory.enabled:
+            return self._fallback(["memory is disabled (memory.enabled = false)"])
+        if session_id is not None or project_id is not None or tags:
+            try:
+                return self.scoped_bulletin(make_view(session_id, project_id, list(tags or ())))
+            except Exception as exc:
+                return self._fallback([self._warn("bulletin", exc)])
+        limit = self.memory.bulletin.timeout_s if timeout is None else timeout
+        # The request expires when this caller stops waiting: a worker behind a backlog
+        # skips it instead of building a bulletin nobody reads.
+        handle = self._publish(BULLETIN, "bulletin",
+                               {"idempotencyKey": f"bulletin-{uuid.uuid4().hex}"},
+                               expires_s=limit, fresh=True)
+        if not handle.ok:
+            return self._fallback([f"bulletin not requested: {handle.message}"])
+        value = handle.wait(limit)
+        if value is None or not value.get("ok"):
+            reason = (f"no bulletin within {limit}s" if value is None else
+                      f"bulletin failed: {value.get('message')}")
+            return self._fallback([reason])
+        return BulletinResult(bulletin={k: v for k, v in value.items()
+                                        if k not in ("ok", "task", "text")},
+                              text=str(value["text"]), source="live")
+
+    def _fallback(self, warnings: list[str]) -> BulletinResult:
+        workspace = self.databases.workspace(self.orchestrator_id)
+        try:
+            data = json.loads((workspace.bulletins_dir / "latest.json").read_text("utf-8"))
+            snapshot = Bulletin.from_dict(data)
+        except (OSError, ValueError, KeyError, TypeError):
+            snapshot = None
+        if snapshot is not None:
+            warnings = [*warnings, f"using the last bulletin, from {snapshot.generated_at}"]
+            source: Literal["snapshot", "empty"] = "snapshot"
+        else:
+            snapshot = Bulletin.empty(self.orchestrator_id, format_ts(utc_now()))
+            warnings = [*warnings, "no bulletin snapshot yet: empty bulletin"]
+            source = "empty"
+        self._log("bulletin_fallback", source=source, warnings=warnings)
+        logger.warning("bulletin of %s: %s", self.orchestrator_id, "; ".join(warnings))
+        return BulletinResult(bulletin=snapshot.to_dict(), text=snapshot.to_text(),
+                              source=source, warnings=warnings)

@@ -1,0 +1,1 @@
+"""Running orchmem on one machine: ``orchmem up``, readiness files, the demo."""

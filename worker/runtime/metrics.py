@@ -1,0 +1,122 @@
+"""The worker's optional Prometheus endpoint (``worker.metrics_port``).
+
+Tasks run in pool child processes, so metrics use prometheus-client's multiprocess
+mode: children write to files under ``<root>/metrics/<worker>/``, and the worker's
+main process serves them, together with the current depth of each shard queue, at
+``http://<metrics_address>:<port>/metrics``:
+
+- ``orchmem_tasks_total{task, outcome}`` (counter; outcome = Celery state),
+- ``orchmem_task_seconds{task}`` (histogram),
+- ``orchmem_queue_depth{queue}`` (gauge, read from Redis at each scrape).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import redis
+from celery import signals
+
+from orchmem.config import Settings
+from orchmem.models.workspace.private import private_dir
+from orchmem.worker.runtime.app import OrchmemCelery
+from orchmem.worker.runtime.redis_clients import broker_client
+
+logger = logging.getLogger(__name__)
+
+
+class QueueDepthCollector:
+    """Prometheus collector: the length of each shard queue, read at scrape time."""
+
+    def __init__(self, broker_url: str, settings: Settings, queues: list[str]) -> None:
+        self.client = broker_client(broker_url, settings, socket_timeout=2,
+                                    socket_connect_timeout=2)
+        self.queues = queues
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import GaugeMetricFamily
+
+        gauge = GaugeMetricFamily("orchmem_queue_depth", "Messages waiting in a shard queue",
+                                  labels=["queue"])
+        for queue in self.queues:
+            try:
+                gauge.add_metric([queue], float(self.client.llen(queue)))
+            except redis.RedisError as exc:
+                logger.warning("queue depth of %s unavailable: %s", queue, exc)
+        yield gauge
+
+
+def start_metrics(settings: Settings, app: OrchmemCelery, name: str, port: int,
+                  queues: list[str]) -> Path:
+    """Prepare the multiprocess folder, serve ``/metrics``, record tasks in children.
+
+    Call in the worker's main process before it forks its pool. Returns the folder.
+    """
+    folder = settings.root / "metrics" / name
+    shutil.rmtree(folder, ignore_errors=True)
+    private_dir(folder)
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(folder)
+    from prometheus_client import CollectorRegistry, multiprocess, start_http_server
+
+    registry = CollectorRegistry()
+    _settled_files_collector(multiprocess.MultiProcessCollector, folder)(registry)
+    registry.register(QueueDepthCollector(app.conf.broker_url, settings, queues))
+    start_http_server(port, addr=settings.worker.metrics_address, registry=registry)
+    _connect_task_signals()
+    logger.info("metrics on http://%s:%s/metrics", settings.worker.metrics_address, port)
+    return folder
+
+
+#: A metrics file holds at least its 8-byte header once its creator has initialised it.
+_HEADER_BYTES = 8
+
+
+def _settled_files_collector(base: Any, folder: Path) -> Any:
+    """prometheus-client's multiprocess collector, minus the files a process is creating
+    at this moment: such a file is empty for an instant, and reading it fails the whole
+    scrape (a task's first metric, written while its answer already reached the caller)."""
+
+    class SettledFilesCollector(base):
+        def collect(self) -> Any:
+            files = [str(f) for f in folder.glob("*.db")
+                     if f.stat().st_size >= _HEADER_BYTES]
+            return self.merge(files, accumulate=True)
+
+    return SettledFilesCollector
+
+
+def _connect_task_signals() -> None:
+    started: dict[str, float] = {}
+    instruments: dict[str, Any] = {}
+
+    def metric(name: str) -> Any:
+        # Created in the child on first use: the multiprocess files belong to its pid.
+        if not instruments:
+            from prometheus_client import Counter, Histogram
+
+            instruments["total"] = Counter("orchmem_tasks", "Tasks run",
+                                           ["task", "outcome"])
+            instruments["seconds"] = Histogram("orchmem_task_seconds", "Task duration",
+                                               ["task"])
+        return instruments[name]
+
+    def on_prerun(task_id: str | None = None, **_: Any) -> None:
+        if task_id:
+            started[task_id] = time.monotonic()
+
+    def on_postrun(task_id: str | None = None, task: Any = None, state: str | None = None,
+                   **_: Any) -> None:
+        begun = started.pop(task_id or "", None)
+        name = getattr(task, "name", "?")
+        metric("total").labels(name, state or "UNKNOWN").inc()
+        if begun is not None:
+            metric("seconds").labels(name).observe(time.monotonic() - begun)
+
+    signals.task_prerun.connect(on_prerun, weak=False, dispatch_uid="orchmem-metrics-pre")
+    signals.task_postrun.connect(on_postrun, weak=False, dispatch_uid="orchmem-metrics-post")
