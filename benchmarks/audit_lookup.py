@@ -27,11 +27,12 @@ from pathlib import Path
 
 from _harness import emit, percentiles, settings_for, temp_root
 
-from orchmem.models.core.schema import MemoryInput, derive_id, validate
+from orchmem.models.core.shapes import MemoryInput, derive_id, validate
 from orchmem.models.governance.history import history
 from orchmem.models.storage.db.database import Databases, OrchestratorDB
-from orchmem.models.storage.memories import events, memories
-from orchmem.models.writeback.writeback import write_memories
+from orchmem.models.storage.memories import events
+from orchmem.models.storage.memories import rows as memories
+from orchmem.models.writeback.apply import write_memories
 
 ORCH = "bench-audit"
 CONTENT = "The office is in Porto"

@@ -19,11 +19,11 @@ import time
 from _harness import emit, percentiles, redis_server, settings_for, temp_root, worker_process
 from recall_latency import PEOPLE, QUESTIONS, THINGS, build
 
-from orchmem.models.bulletin.bulletin import build as build_bulletin
-from orchmem.models.core.schema import utc_now
-from orchmem.models.embedding.embedding import get_embedder
+from orchmem.models.bulletin.compose import build as build_bulletin
+from orchmem.models.core.shapes import utc_now
+from orchmem.models.embedding.embedders import get_embedder
 from orchmem.models.storage.db.database import Databases
-from orchmem.worker.client.client import MemoryClient
+from orchmem.worker.client.memory_client import MemoryClient
 from orchmem.worker.runtime.app import create_app
 
 

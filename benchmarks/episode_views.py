@@ -28,14 +28,14 @@ from typing import Any
 from _harness import emit, percentiles, temp_root
 
 from orchmem.config import load_settings
-from orchmem.models.core.schema import MemoryInput, format_ts, utc_now, validate
+from orchmem.models.core.shapes import MemoryInput, format_ts, utc_now, validate
+from orchmem.models.execlog.append import append_and_project
 from orchmem.models.execlog.episodes import similar_episodes
-from orchmem.models.execlog.execlog import LogEventInput, new_run_id
-from orchmem.models.execlog.logwrite import append_and_project
+from orchmem.models.execlog.rules import LogEventInput, new_run_id
 from orchmem.models.language import textquery
 from orchmem.models.storage.db.database import Databases, OrchestratorDB
 from orchmem.models.storage.visibility import View
-from orchmem.models.writeback.writeback import write_memories
+from orchmem.models.writeback.apply import write_memories
 
 ORCH = "bench-episodes"
 SYSTEMS = ["billing", "search", "ledger", "gateway", "scheduler", "mailer", "auth", "cache",

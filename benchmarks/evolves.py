@@ -28,10 +28,10 @@ import numpy as np
 from _harness import emit
 
 from orchmem.config import load_settings
-from orchmem.models.core.schema import MemoryType, content_fingerprint
-from orchmem.models.embedding.embedding import get_embedder
+from orchmem.models.core.shapes import MemoryType, content_fingerprint
+from orchmem.models.embedding.embedders import get_embedder
 from orchmem.models.reflection.evolves import RELATIONS, relation_of
-from orchmem.models.storage.reflection.reflection import StoredUnit
+from orchmem.models.storage.reflection.units import StoredUnit
 from orchmem.models.writeback.extraction import subject_of
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "evolves_labelled.jsonl"

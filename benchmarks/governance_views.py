@@ -26,8 +26,8 @@ from _harness import emit, percentiles, temp_root
 from recall_latency import PEOPLE, QUESTIONS, THINGS, build
 
 from orchmem.config import load_settings
-from orchmem.models.embedding.embedding import get_embedder
-from orchmem.models.recall.recall import recall
+from orchmem.models.embedding.embedders import get_embedder
+from orchmem.models.recall.search import recall
 from orchmem.models.storage import visibility
 from orchmem.models.storage.db.database import Databases
 from orchmem.models.storage.visibility import View

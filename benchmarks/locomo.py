@@ -55,13 +55,13 @@ from _harness import emit, temp_root
 
 from orchmem.config import load_settings
 from orchmem.config.memory_settings import RetrievalSettings
-from orchmem.models.core.schema import MemoryInput, validate
-from orchmem.models.embedding.embedding import get_embedder
-from orchmem.models.recall.recall import recall
+from orchmem.models.core.shapes import MemoryInput, validate
+from orchmem.models.embedding.embedders import get_embedder
 from orchmem.models.recall.router import Plan
 from orchmem.models.recall.router import plan as route_plan
+from orchmem.models.recall.search import recall
 from orchmem.models.storage.db.database import Databases
-from orchmem.models.writeback.writeback import write_memories
+from orchmem.models.writeback.apply import write_memories
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "bench" / "data" / "locomo7.json"
 UNRELATED = Path(__file__).resolve().parent / "data" / "unrelated_questions.txt"

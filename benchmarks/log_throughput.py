@@ -5,7 +5,7 @@ Phases (one orchestrator, its real memory.db):
 1. ``tasks``: the log task's own code in-process (``MemoryClient(..., immediate=True)``:
    validation, receipt, append, run row, episode of an ended run), one event per task
    and ``--batch`` events per task;
-2. ``fill``: :func:`orchmem.models.storage.execlog.execlog.append` with a receipt per
+2. ``fill``: :func:`orchmem.models.storage.execlog.entries.append` with a receipt per
    transaction of 1,000 events (what a batched task does), up to ``--events``, in runs
    of 100 events with ~200-character texts; throughput per 100k;
 3. ``tasks_at_size``: phase 1 again on the full log (indexes must not slow appends);
@@ -30,11 +30,11 @@ from typing import Any
 
 from _harness import emit, percentiles, settings_for, temp_root
 
-from orchmem.models.core.schema import format_ts, utc_now
-from orchmem.models.execlog.execlog import LogEventInput, new_run_id
+from orchmem.models.core.shapes import format_ts, utc_now
+from orchmem.models.execlog.rules import LogEventInput, new_run_id
 from orchmem.models.storage.db.database import Databases
 from orchmem.models.storage.delivery import receipts
-from orchmem.models.storage.execlog import execlog
+from orchmem.models.storage.execlog import entries as execlog
 from orchmem.worker import MemoryClient
 
 ORCH = "log-bench"

@@ -20,7 +20,7 @@ from typing import Any
 
 from _harness import emit, percentiles, redis_server, settings_for, temp_root
 
-from orchmem.worker.client.client import MemoryClient
+from orchmem.worker.client.memory_client import MemoryClient
 
 MANUAL = {"sourceType": "manual", "capturedBy": "user"}
 

@@ -24,15 +24,15 @@ from typing import Any
 from _harness import emit, temp_root
 
 from orchmem.config import load_settings
-from orchmem.models.core.schema import EdgeInput, MemoryInput, validate
-from orchmem.models.embedding.embedding import get_embedder
+from orchmem.models.core.shapes import EdgeInput, MemoryInput, validate
+from orchmem.models.embedding.embedders import get_embedder
 from orchmem.models.portability.export import export_jsonl, export_markdown
 from orchmem.models.portability.importer import import_folder
 from orchmem.models.portability.rebuild import rebuild_vectors
 from orchmem.models.storage.db.backup import restore_backup, take_backup
 from orchmem.models.storage.db.database import Databases
 from orchmem.models.storage.derived import rebuild_fts
-from orchmem.models.writeback.writeback import write_memories
+from orchmem.models.writeback.apply import write_memories
 
 ORCH = "bench-portable"
 WORDS = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike "

@@ -37,12 +37,12 @@ from typing import Any
 from _harness import emit, percentiles, temp_root
 
 from orchmem.config import Settings, load_settings
-from orchmem.models.core.schema import MemoryInput, validate
-from orchmem.models.embedding.embedding import get_embedder
-from orchmem.models.recall.recall import recall
+from orchmem.models.core.shapes import MemoryInput, validate
+from orchmem.models.embedding.embedders import get_embedder
+from orchmem.models.recall.search import recall
 from orchmem.models.storage.db.database import Databases
 from orchmem.models.storage.search.vectors import product_threads
-from orchmem.models.writeback.writeback import write_memories
+from orchmem.models.writeback.apply import write_memories
 
 PEOPLE = ["Alice", "Bob", "Chen", "Dana", "Emeka", "Farah", "Giulia", "Hiro", "Ines", "Jonas",
           "Kavya", "Lena", "Mateo", "Nadia", "Omar", "Priya", "Quinn", "Rosa", "Sven", "Tariq"]
@@ -161,7 +161,7 @@ def first_recall_in_fresh_process(root: Path, orch: str, backend: str) -> float:
         "import time; t = time.perf_counter()\n"
         "from orchmem.config import load_settings\n"
         "from orchmem.models.storage.db.database import Databases\n"
-        "from orchmem.models.recall.recall import recall\n"
+        "from orchmem.models.recall.search import recall\n"
         f"s = load_settings(environ={{}}, root={str(root)!r}, "
         f"embedding={{'backend': {backend!r}}})\n"
         f"recall({orch!r}, 'What does Alice prefer?', databases=Databases(s))\n"

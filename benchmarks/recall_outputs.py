@@ -31,8 +31,8 @@ from locomo import CATEGORIES, DEFAULT_DATA, load_conversation, session_date
 from recall_latency import PEOPLE, QUESTIONS, THINGS
 
 from orchmem.config import load_settings
-from orchmem.models.embedding.embedding import get_embedder
-from orchmem.models.recall.recall import recall
+from orchmem.models.embedding.embedders import get_embedder
+from orchmem.models.recall.search import recall
 from orchmem.models.storage.db.database import Databases
 
 ROUTES = {"router": True, "hybrid": False}

@@ -20,7 +20,7 @@ from _harness import emit, percentiles
 from recall_latency import PEOPLE, QUESTIONS, THINGS
 
 from orchmem.config import load_settings
-from orchmem.models.recall.recall import recall
+from orchmem.models.recall.search import recall
 from orchmem.models.storage.db.database import Databases
 
 

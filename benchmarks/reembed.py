@@ -18,11 +18,11 @@ import time
 from _harness import emit, temp_root
 
 from orchmem.config import load_settings
-from orchmem.models.core.schema import MemoryInput, validate
-from orchmem.models.embedding.embedding import get_embedder
+from orchmem.models.core.shapes import MemoryInput, validate
+from orchmem.models.embedding.embedders import get_embedder
 from orchmem.models.embedding.reembed import reembed_batch, remaining
 from orchmem.models.storage.db.database import Databases
-from orchmem.models.writeback.writeback import write_memories
+from orchmem.models.writeback.apply import write_memories
 
 WORDS = ("invoice meeting budget launch client server deploy review travel dentist "
          "coffee report partner design backlog hiring roadmap lease flight garden").split()

@@ -24,11 +24,11 @@ from _harness import emit, temp_root
 from locomo import DEFAULT_DATA, load_conversation
 
 from orchmem.config import load_settings
-from orchmem.models.core.schema import MemoryInput, validate
-from orchmem.models.embedding.embedding import get_embedder
-from orchmem.models.reflection.reflect import reflect
+from orchmem.models.core.shapes import MemoryInput, validate
+from orchmem.models.embedding.embedders import get_embedder
+from orchmem.models.reflection.stages import reflect
 from orchmem.models.storage.db.database import Databases, OrchestratorDB
-from orchmem.models.writeback.writeback import write_memories
+from orchmem.models.writeback.apply import write_memories
 
 
 def crystallize_conversation(odb: OrchestratorDB, embedder: Any,

@@ -20,7 +20,7 @@ from _harness import emit, orchmem_process, percentiles, redis_server, settings_
 from recall_latency import PEOPLE, QUESTIONS, THINGS, build
 
 from orchmem.config import Settings
-from orchmem.models.embedding.embedding import get_embedder
+from orchmem.models.embedding.embedders import get_embedder
 from orchmem.models.storage.db.database import Databases
 from orchmem.models.storage.memories.events import set_meta
 from orchmem.worker import MemoryClient

@@ -25,7 +25,7 @@ from _procs import cpu_now, redis_pids, rss_mb, wait_now, worker_pids
 from _timeline import BulletinTrace, Timeline, memory_logs
 
 from orchmem.config import Settings
-from orchmem.worker.client.client import MemoryClient
+from orchmem.worker.client.memory_client import MemoryClient
 from orchmem.worker.runtime.app import create_app
 
 WORDS = ("amber basil cedar delta ember fjord garnet harbor indigo juniper kettle lantern "

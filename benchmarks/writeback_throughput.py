@@ -32,8 +32,8 @@ from _harness import emit, percentiles, redis_server, settings_for, temp_root, w
 from _procs import cpu_by_part, redis_pids, worker_pids
 
 from orchmem.config import Settings
-from orchmem.models.core.schema import parse_ts
-from orchmem.models.embedding.embedding import get_embedder
+from orchmem.models.core.shapes import parse_ts
+from orchmem.models.embedding.embedders import get_embedder
 from orchmem.models.storage.db.database import Databases
 from orchmem.tasks.publish import envelope, send_envelope
 from orchmem.tasks.writeback import WRITEBACK

@@ -130,7 +130,7 @@ class ContextSettings(Section):
 
 
 class ExecLogSettings(Section):
-    """``memory.log.*``: the execution log (models/execlog/execlog.py)."""
+    """``memory.log.*``: the execution log (models/execlog/rules.py)."""
 
     #: Longest prompt, response or note text stored beside its digest; longer is refused.
     max_text_chars: int = Field(4000, ge=0, le=100_000)
@@ -141,7 +141,8 @@ class ExecLogSettings(Section):
     #: Recall warns when a projection (episodes, vectors) lags the log by more events.
     max_projection_lag: int = Field(1000, ge=0, le=10**9)
 class ReflectSettings(Section):
-    """Reflection (models/reflection/reflect.py): topics, crystals and the working-memory projection."""
+    """Reflection (models/reflection/stages.py): topics, crystals and the working-memory
+    projection."""
 
     #: Cosine at which a memory without a subject joins a topic's first memory.
     topic_similarity: float = Field(0.55, ge=0.0, le=1.0)

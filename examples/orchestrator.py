@@ -24,8 +24,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchmem.worker.client.client import MemoryClient
 from orchmem.worker.client.handles import BulletinResult, Context, WriteHandle
+from orchmem.worker.client.memory_client import MemoryClient
 
 TOPIC = re.compile(r"\b(?:plan|launch|organi[sz]e|prepare|migrate|schedule)\s+"
                    r"(?:the\s+|a\s+|an\s+)?(?P<topic>[\w -]+?)"

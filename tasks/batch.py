@@ -38,7 +38,7 @@ from celery.exceptions import Ignore, Retry
 from orchmem.config import EmbeddingError, OrchmemError, StorageError, check_orchestrator_id
 from orchmem.models.core.payloads import key_of
 from orchmem.models.embedding import batch_vectors
-from orchmem.models.embedding.embedding import get_embedder
+from orchmem.models.embedding.embedders import get_embedder
 from orchmem.models.storage.db.database import OrchestratorDB
 from orchmem.models.storage.delivery import receipts
 from orchmem.models.writeback.reconcile import NEIGHBOURS

@@ -11,8 +11,8 @@ from typing import Any
 
 from celery import shared_task
 
-from orchmem.models.bulletin.bulletin import SNAPSHOT_JSON, SNAPSHOT_MD, Bulletin, build
-from orchmem.models.core.schema import format_ts, utc_now
+from orchmem.models.bulletin.compose import SNAPSHOT_JSON, SNAPSHOT_MD, Bulletin, build
+from orchmem.models.core.shapes import format_ts, utc_now
 from orchmem.models.storage.db.database import OrchestratorDB
 from orchmem.models.workspace.atomic import write_atomically
 from orchmem.models.workspace.private import private_dir

@@ -7,7 +7,7 @@ from typing import Any
 from celery import shared_task
 
 from orchmem.config import MemoryNotFound
-from orchmem.models.core.schema import validate_with
+from orchmem.models.core.shapes import validate_with
 from orchmem.models.governance.edits import EDIT_ADAPTER, apply_edit, erases, undone
 from orchmem.models.storage.db.database import OrchestratorDB
 from orchmem.models.storage.delivery.outbox import writes_in_flight

@@ -11,9 +11,9 @@ from typing import Any
 
 from celery import shared_task
 
-from orchmem.models.core.schema import format_ts, utc_now
-from orchmem.models.execlog.execlog import check_log_request
-from orchmem.models.execlog.logwrite import append_and_project
+from orchmem.models.core.shapes import format_ts, utc_now
+from orchmem.models.execlog.append import append_and_project
+from orchmem.models.execlog.rules import check_log_request
 from orchmem.models.storage.db.database import OrchestratorDB
 from orchmem.models.storage.delivery import receipts
 from orchmem.tasks.base import MemoryTask

@@ -7,7 +7,7 @@ from typing import Any
 from celery import shared_task
 
 from orchmem.config import MemoryDisabled
-from orchmem.models.ingest.ingest import scan
+from orchmem.models.ingest.scan import scan
 from orchmem.models.storage.db.database import OrchestratorDB
 from orchmem.models.writeback.reconcile import Proposed
 from orchmem.tasks.base import MemoryTask

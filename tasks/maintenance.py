@@ -31,10 +31,10 @@ from typing import Any
 from celery import shared_task
 
 from orchmem.config import MemoryCorrupt, MemoryNotFound, MemoryValidationError, OrchmemError
-from orchmem.models.core.schema import format_ts, utc_now
-from orchmem.models.embedding.embedding import get_embedder
+from orchmem.models.core.shapes import format_ts, utc_now
+from orchmem.models.embedding.embedders import get_embedder
 from orchmem.models.embedding.reembed import reembed_batch, remaining
-from orchmem.models.reflection.reflect import reflect_due
+from orchmem.models.reflection.stages import reflect_due
 from orchmem.models.storage.db.database import (
     OrchestratorDB,
     known_orchestrators,

@@ -31,7 +31,7 @@ from redis.exceptions import RedisError
 
 from orchmem.config import BrokerUnavailable, StorageError, check_orchestrator_id
 from orchmem.models.core.payloads import key_of
-from orchmem.models.core.schema import format_ts, utc_now
+from orchmem.models.core.shapes import format_ts, utc_now
 from orchmem.models.storage.delivery.outbox import Outbox
 
 logger = logging.getLogger(__name__)

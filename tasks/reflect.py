@@ -14,11 +14,11 @@ from typing import Any
 
 from celery import shared_task
 
-from orchmem.models.core.schema import validate_with
-from orchmem.models.embedding.embedding import get_embedder
+from orchmem.models.core.shapes import validate_with
+from orchmem.models.embedding.embedders import get_embedder
 from orchmem.models.reflection.crystals import load_summariser
-from orchmem.models.reflection.reflect import reflect
 from orchmem.models.reflection.review import REVIEW_ADAPTER, apply_review
+from orchmem.models.reflection.stages import reflect
 from orchmem.models.storage.db.database import OrchestratorDB
 from orchmem.tasks.base import MemoryTask
 
@@ -29,7 +29,7 @@ REVIEW = "orchmem.review"
 @shared_task(base=MemoryTask, bind=True, name=REFLECT, kind="reflect")
 def reflect_task(self: MemoryTask, orchestrator_id: str,
                  payload: dict[str, Any]) -> dict[str, Any]:
-    """Reflect over one orchestrator's memory once (models/reflection/reflect.py).
+    """Reflect over one orchestrator's memory once (models/reflection/stages.py).
 
     Returns ``{"ok", "units", "topics", "topicsChanged", "conflictsOpened",
     "conflictsDismissed", "proposals", "autoApplied", "crystals", "crystalsBuilt",

@@ -7,7 +7,7 @@ from typing import Any
 
 from celery import shared_task
 
-from orchmem.models.core.schema import utc_now
+from orchmem.models.core.shapes import utc_now
 from orchmem.models.governance.retention import apply_retention
 from orchmem.models.storage.db.database import OrchestratorDB
 from orchmem.tasks.base import MemoryTask

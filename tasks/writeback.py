@@ -10,17 +10,17 @@ from celery import shared_task
 
 from orchmem.config import EmbeddingError
 from orchmem.models.core.payloads import WritebackRequest, check_writeback
-from orchmem.models.core.schema import format_ts, utc_now
+from orchmem.models.core.shapes import format_ts, utc_now
 from orchmem.models.embedding import batch_vectors
-from orchmem.models.embedding.embedding import get_embedder
-from orchmem.models.execlog.execlog import check_step_events
-from orchmem.models.execlog.logwrite import append_and_project
+from orchmem.models.embedding.embedders import get_embedder
+from orchmem.models.execlog.append import append_and_project
+from orchmem.models.execlog.rules import check_step_events
 from orchmem.models.storage.db.database import OrchestratorDB
-from orchmem.models.storage.memories.memories import retracted_of
+from orchmem.models.storage.memories.rows import retracted_of
+from orchmem.models.writeback.apply import write_memories
 from orchmem.models.writeback.extraction import load_extractor
 from orchmem.models.writeback.proposals import Proposals, build
 from orchmem.models.writeback.reconcile import Proposed
-from orchmem.models.writeback.writeback import write_memories
 from orchmem.tasks.base import MemoryTask
 
 logger = logging.getLogger(__name__)

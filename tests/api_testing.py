@@ -14,9 +14,9 @@ from orchmem_testing import free_port, make_settings
 
 from orchmem.config import Settings
 from orchmem.models.workspace.folders import Workspace
-from orchmem.worker.api.api import create_api
-from orchmem.worker.api.api_auth import Admissions
-from orchmem.worker.api.api_server import server_config
+from orchmem.worker.api.app import create_api
+from orchmem.worker.api.auth import Admissions
+from orchmem.worker.api.server import server_config
 from orchmem.worker.api.tokens import TokenStore
 
 

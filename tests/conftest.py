@@ -19,7 +19,7 @@ import pytest
 from orchmem_testing import RedisServer, WorkerProcess, make_settings, unique_id
 
 from orchmem.config import Settings
-from orchmem.models.embedding.embedding import Embedder, get_embedder
+from orchmem.models.embedding.embedders import Embedder, get_embedder
 from orchmem.models.writeback.reconcile import Proposed
 from orchmem.worker.runtime.app import OrchmemCelery, create_app
 

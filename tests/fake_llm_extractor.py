@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from orchmem.models.core.schema import MemoryType
+from orchmem.models.core.shapes import MemoryType
 from orchmem.models.writeback.extraction import Candidate, Message
 
 CALLS: list[tuple[int, str]] = []

@@ -8,13 +8,13 @@ from pathlib import Path
 from typing import Any
 
 from orchmem.config import Settings
-from orchmem.models.core.schema import EdgeInput, MemoryInput, MemoryType, validate
-from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.core.shapes import EdgeInput, MemoryInput, MemoryType, validate
+from orchmem.models.embedding.embedders import Embedder
 from orchmem.models.embedding.reembed import reembed_batch
 from orchmem.models.governance.edits import Forget, Link, Retract, Supersede, apply_edit
 from orchmem.models.storage.db.database import Databases, OrchestratorDB
 from orchmem.models.storage.schema.migrations import downgrade
-from orchmem.models.writeback.writeback import write_memories
+from orchmem.models.writeback.apply import write_memories
 
 #: One source of each type (the ingest one gets its path in the workspace).
 SOURCES: list[dict[str, Any]] = [

@@ -25,17 +25,17 @@ if TYPE_CHECKING:
         Settings,
         load_settings,
     )
-    from orchmem.models.recall.recall import RecallBundle
-    from orchmem.worker.client.client import MemoryClient
+    from orchmem.models.recall.search import RecallBundle
     from orchmem.worker.client.handles import BulletinResult, Context, WriteHandle
+    from orchmem.worker.client.memory_client import MemoryClient
 
 #: Where each public name is defined.
 _SOURCES = {
     **dict.fromkeys(["BrokerUnavailable", "ConfigError", "MemoryCorrupt", "MemoryDisabled",
                      "MemoryNotFound", "MemoryValidationError", "OrchmemError",
                      "ScopeViolation", "Settings", "load_settings"], "orchmem.config"),
-    "RecallBundle": "orchmem.models.recall.recall",
-    "MemoryClient": "orchmem.worker.client.client",
+    "RecallBundle": "orchmem.models.recall.search",
+    "MemoryClient": "orchmem.worker.client.memory_client",
     **dict.fromkeys(["BulletinResult", "Context", "WriteHandle"], "orchmem.worker.client.handles"),
 }
 

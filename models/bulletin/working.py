@@ -40,7 +40,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from orchmem.models.core.schema import format_ts, parse_ts
+from orchmem.models.core.shapes import format_ts, parse_ts
 from orchmem.models.storage.db.database import OrchestratorDB
 from orchmem.models.storage.reflection import insights
 from orchmem.models.storage.search import bulletin_reads

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from orchmem.models.core.schema import Status
+from orchmem.models.core.shapes import Status
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,8 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from orchmem.config import MemoryValidationError
-from orchmem.models.core.governance import Scope, Tags, scope_error
-from orchmem.models.core.schema import (
+from orchmem.models.core.governance_fields import Scope, Tags, scope_error
+from orchmem.models.core.shapes import (
     CONTROL_CHARS,
     EdgeInput,
     MemoryInput,

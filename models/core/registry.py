@@ -3,7 +3,7 @@
 A setting such as ``embedding.backend`` or ``memory.writeback.extractor`` holds either
 a built-in name ("sentence-transformers", "rules") or a plug-in spec,
 ``"package.module:attr"``, naming an importable callable. Each interface keeps its own
-table of built-in names next to its implementations (``models/embedding/embedding.py``,
+table of built-in names next to its implementations (``models/embedding/embedders.py``,
 ``models/writeback/extraction.py``) and resolves the setting here, so both kinds of part are
 chosen the same way and fail with the same kind of message.
 """

@@ -2,7 +2,7 @@
 
 Pydantic's ``model_construct`` skips validation but still, for every field of the
 class, looks the value up under its alias and its validation aliases (every
-:class:`~orchmem.models.core.schema.WireModel` field has a camelCase alias), builds the
+:class:`~orchmem.models.core.shapes.WireModel` field has a camelCase alias), builds the
 list of those aliases, and asks each field for its default: 20-40 µs for a memory
 node. Recall builds about 140 models per answer, so that was a millisecond of every
 recall (README "Performance").

@@ -22,7 +22,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from orchmem.config import MemoryValidationError
-from orchmem.models.core.schema import Status, format_ts
+from orchmem.models.core.shapes import Status, format_ts
 
 #: Clock skew tolerated between the caller and this process before an as-of is "future".
 FUTURE_SLACK = timedelta(seconds=5)

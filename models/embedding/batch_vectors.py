@@ -24,7 +24,7 @@ from contextvars import ContextVar
 import numpy as np
 
 from orchmem.config import EmbeddingError
-from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.embedding.embedders import Embedder
 from orchmem.models.storage.db.database import OrchestratorDB
 from orchmem.models.storage.search.vectors import index_for
 

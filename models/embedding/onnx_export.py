@@ -1,6 +1,6 @@
 """The ONNX export of a sentence-transformers model, made locally once and cached.
 
-The ONNX Runtime embedder (``models/embedding/onnx_embedder.py``) runs a graph exported here
+The ONNX Runtime embedder (``models/embedding/onnx.py``) runs a graph exported here
 from the packaged weights, never one fetched from anywhere. The graph is the
 transformer followed by the model's mean pooling (the embedder normalizes, as the
 model's ``Normalize`` module or ``embedding.normalize`` asks).
@@ -203,7 +203,7 @@ def _pooled_model(model_dir: Path) -> Any:
 
 
 def _probe_batch(model_dir: Path) -> dict[str, Any]:
-    from orchmem.models.embedding.onnx_embedder import load_tokenizer, to_inputs
+    from orchmem.models.embedding.onnx import load_tokenizer, to_inputs
 
     tokenizer = load_tokenizer(model_dir)
     return to_inputs(tokenizer.encode_batch(list(_PROBES)))

@@ -15,7 +15,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.embedding.embedders import Embedder
 
 
 class QueryVectors:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.embedding.embedders import Embedder
 from orchmem.models.storage.db.database import OrchestratorDB
 from orchmem.models.storage.search.vectors import count_stale, stale, store_embeddings
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from orchmem.models.core.schema import derive_id
-from orchmem.models.execlog.execlog import LOG_SCHEMA_VERSION
+from orchmem.models.core.shapes import derive_id
+from orchmem.models.execlog.rules import LOG_SCHEMA_VERSION
 from orchmem.models.language import textquery
 from orchmem.models.storage.db.database import OrchestratorDB
 from orchmem.models.storage.execlog import episodes as stored

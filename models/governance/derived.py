@@ -27,22 +27,22 @@ from typing import Any, Literal
 
 from orchmem.config import OrchmemError, StorageError
 from orchmem.models.bulletin import working
-from orchmem.models.bulletin.bulletin import SNAPSHOT_JSON, SNAPSHOT_MD
-from orchmem.models.core.schema import format_ts, utc_now
+from orchmem.models.bulletin.compose import SNAPSHOT_JSON, SNAPSHOT_MD
+from orchmem.models.core.shapes import format_ts, utc_now
 from orchmem.models.governance import log_forget
 from orchmem.models.governance.forget_files import delete_files, processed_files_with
 from orchmem.models.storage.db.database import OrchestratorDB
 from orchmem.models.storage.delivery import deadletters, manifest
 from orchmem.models.storage.delivery.outbox import Outbox, prune_done
 from orchmem.models.storage.execlog.redaction import cited_events
-from orchmem.models.storage.memories import memories
+from orchmem.models.storage.memories import rows as memories
 from orchmem.models.storage.memories.forget import (
     checkpoint_wal,
     delete_sources,
     erase_row,
     scrub_audit,
 )
-from orchmem.models.storage.reflection import reflection
+from orchmem.models.storage.reflection import units as reflection
 from orchmem.models.storage.search import row_cache
 from orchmem.models.storage.search.fts import optimize_index
 from orchmem.models.storage.search.vectors import delete_embedding

@@ -26,7 +26,7 @@ from pydantic import Field, TypeAdapter
 
 from orchmem.config import MemoryErased, MemoryNotFound, MemoryValidationError
 from orchmem.models.core.payloads import IdempotencyKey
-from orchmem.models.core.schema import (
+from orchmem.models.core.shapes import (
     EdgeInput,
     EdgeType,
     Flag,
@@ -44,7 +44,7 @@ from orchmem.models.core.schema import (
     validate,
 )
 from orchmem.models.governance import derived, log_forget
-from orchmem.models.governance.governance_edits import (
+from orchmem.models.governance.policy_edits import (
     ForgetPolicy,
     Invalidate,
     Patch,
@@ -53,10 +53,10 @@ from orchmem.models.governance.governance_edits import (
 )
 from orchmem.models.storage.db.database import OrchestratorDB
 from orchmem.models.storage.delivery import receipts
-from orchmem.models.storage.memories import memories
+from orchmem.models.storage.memories import rows as memories
 from orchmem.models.storage.memories.edges import insert_edge
 from orchmem.models.storage.memories.events import add_event
-from orchmem.models.storage.memories.memories import StoredMemory, insert_memory, set_status
+from orchmem.models.storage.memories.rows import StoredMemory, insert_memory, set_status
 from orchmem.models.storage.memories.selection import select
 
 _WORD = re.compile(r"\w+")
@@ -191,7 +191,7 @@ def erases(edit: AnyEdit) -> bool:
 
 def _governance(odb: OrchestratorDB, edit: Patch | Invalidate | ForgetPolicy,
                 key: str) -> dict[str, Any]:
-    """patch, invalidate, forget_policy (models/governance/governance_edits.py)."""
+    """patch, invalidate, forget_policy (models/governance/policy_edits.py)."""
     if isinstance(edit, ForgetPolicy):
         return _forget_policy(odb, edit, key)
     stored = _stored(odb, edit.memory_id, "memoryId")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from orchmem.config import MemoryNotFound
-from orchmem.models.core.schema import check_memory_id
+from orchmem.models.core.shapes import check_memory_id
 from orchmem.models.governance.restricted_reads import audit_restricted_get
 from orchmem.models.storage.db.database import OrchestratorDB
 from orchmem.models.storage.memories.history_reads import memory_history

@@ -30,7 +30,7 @@ from orchmem.models.execlog.episodes import project_run
 from orchmem.models.language.textquery import STOPWORDS
 from orchmem.models.storage.db.database import OrchestratorDB
 from orchmem.models.storage.execlog import redaction
-from orchmem.models.storage.execlog.execlog import has_log
+from orchmem.models.storage.execlog.entries import has_log
 from orchmem.models.storage.search.fts import match_expression
 
 _WORD = re.compile(r"\w+")

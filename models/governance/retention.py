@@ -17,9 +17,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from orchmem.config.governance import RetentionRule
-from orchmem.models.core.schema import format_ts
+from orchmem.models.core.shapes import format_ts
 from orchmem.models.governance.edits import apply_edit
-from orchmem.models.governance.governance_edits import MAX_POLICY_IDS, ForgetPolicy
+from orchmem.models.governance.policy_edits import MAX_POLICY_IDS, ForgetPolicy
 from orchmem.models.storage.db.database import OrchestratorDB
 from orchmem.models.storage.memories.retention_reads import Kept, kept, record_run
 

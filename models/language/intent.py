@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from orchmem.models.core.schema import MemoryType
+from orchmem.models.core.shapes import MemoryType
 
 #: A question about who someone is: their name ("what is the user's name?", "what is
 #: she called?"), how to address them, "who am I". A thing's name ("the name of the

@@ -30,11 +30,11 @@ from pathlib import Path
 from typing import IO, Any
 
 from orchmem.config import StorageError
-from orchmem.models.core.schema import MemoryType, format_ts, utc_now
+from orchmem.models.core.shapes import MemoryType, format_ts, utc_now
 from orchmem.models.portability.export_vectors import VECTORS
 from orchmem.models.storage.db.database import OrchestratorDB
 from orchmem.models.storage.memories import portable
-from orchmem.models.storage.reflection import reflection
+from orchmem.models.storage.reflection import units as reflection
 from orchmem.models.storage.visibility import mentioned
 from orchmem.models.workspace.private import open_private, private_dir
 

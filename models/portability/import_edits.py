@@ -25,12 +25,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchmem.config import ImportRejected
-from orchmem.models.core.schema import validate_with
+from orchmem.models.core.shapes import validate_with
 from orchmem.models.governance.edits import EDIT_ADAPTER, apply_edit
 from orchmem.models.portability.export import FILES
 from orchmem.models.storage.db.database import OrchestratorDB
 from orchmem.models.storage.delivery import receipts
-from orchmem.models.storage.memories import memories
+from orchmem.models.storage.memories import rows as memories
 
 #: Fields of a line a patch applies -> the patch's key.
 PATCHED = {"importance": "importance", "confidence": "confidence", "summary": "summary",

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from orchmem.config import ImportRejected, ScopeViolation
-from orchmem.models.core.governance import (
+from orchmem.models.core.governance_fields import (
     MAX_TAG_CHARS,
     MAX_TAGS,
     Scope,
@@ -37,7 +37,7 @@ from orchmem.models.core.governance import (
     check_metadata,
     check_tags,
 )
-from orchmem.models.core.schema import (
+from orchmem.models.core.shapes import (
     CONTROL_CHARS,
     CapturedBy,
     EdgeType,
@@ -199,7 +199,7 @@ def check_value(column: Column, value: Any, where: str, orchestrator_id: str) ->
 
 
 def _check_governance(key: str, value: Any, where: str) -> None:
-    """tags and metadata as a write would take them (models/core/governance.py)."""
+    """tags and metadata as a write would take them (models/core/governance_fields.py)."""
     try:
         if key == "tags":
             if not isinstance(value, list) or len(value) > MAX_TAGS or not all(

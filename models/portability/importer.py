@@ -1,6 +1,7 @@
 """Import: an export folder into one orchestrator's memory, all of it or nothing.
 
-:func:`import_folder` checks the whole folder first (:mod:`orchmem.models.portability.import_files`),
+:func:`import_folder` checks the whole folder first
+(:mod:`orchmem.models.portability.import_files`),
 plans the merge against the database, embeds the new memories in batches (outside any
 transaction, reporting progress; a memory whose vector the export's optional
 ``vectors.jsonl`` holds for this embedder is not embedded again), then writes
@@ -38,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from orchmem.config import ImportRejected
-from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.embedding.embedders import Embedder
 from orchmem.models.portability import import_edits
 from orchmem.models.portability.export import FILES
 from orchmem.models.portability.import_edits import Change

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.embedding.embedders import Embedder
 from orchmem.models.embedding.reembed import reembed_batch, remaining
 from orchmem.models.storage.db.database import OrchestratorDB
 from orchmem.models.storage.derived import drop_vectors, rebuild_fts

@@ -2,7 +2,7 @@
 
 Recall embeds its query on the calling thread (ONNX Runtime releases the GIL while the
 model runs) and meanwhile hands what does not need the query vector (the full-text
-search, its hits' rows, features and first nodes; models/recall/recall.py) to a helper
+search, its hits' rows, features and first nodes; models/recall/search.py) to a helper
 thread, on the caller's own connection and inside the caller's read transaction
 (``OrchestratorDB.borrowing``). A recall then takes about
 max(embedding, full text) + the rest, instead of their sum.

@@ -139,7 +139,7 @@ def fuse(vector_ids: Sequence[str], text_ids: Sequence[str], features: dict[str,
     memory types the question asks about. ``keep`` (the relevance floor) drops ids
     after fusion, so the ranks of the others are those of the full lists.
     ``dated_ids`` is a third list, fused like the others: the memories of the
-    question's time window by their cosine (models/recall/recall_time.py).
+    question's time window by their cosine (models/recall/plans.py).
     """
     vector_ranks, text_ranks = ranks(vector_ids), ranks(text_ids)
     fused = rrf([vector_ranks, text_ranks, ranks(dated_ids)], params.rrf_k)

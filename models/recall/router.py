@@ -107,13 +107,13 @@ class Plan:
     #: the fusion (0: none): a memory of the asked days the searches did not reach.
     dated_hits: int = 0
     dated_after_days: int = 0
-    #: The relevance floor as a gate (models/recall/recall_time.py ``gate_floor``): when at
+    #: The relevance floor as a gate (models/recall/plans.py ``gate_floor``): when at
     #: least one candidate passes the settings' floor, the others are held to this lower
     #: one instead (cosine, and cosine with full text); None: the settings' floor alone.
     answered_floor: tuple[float, float] | None = None
     #: The favours (window, dated, speaker) after the expansion, reaching the memories
     #: it added, instead of before it, handed on with the hits' scores
-    #: (models/recall/recall_time.py ``planned``).
+    #: (models/recall/plans.py ``planned``).
     favour_after_expansion: bool = False
 
     def dump(self) -> dict[str, Any]:

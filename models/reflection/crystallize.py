@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from orchmem.models.core.schema import (
+from orchmem.models.core.shapes import (
     EdgeInput,
     EdgeType,
     MemoryInput,
@@ -26,14 +26,14 @@ from orchmem.models.core.schema import (
     derive_id,
     summarize,
 )
-from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.embedding.embedders import Embedder
 from orchmem.models.reflection.crystals import Compiled, Summariser, by_topic, compile_topic
 from orchmem.models.storage.db.database import OrchestratorDB
-from orchmem.models.storage.memories import memories
+from orchmem.models.storage.memories import rows as memories
 from orchmem.models.storage.memories.edges import insert_edge
 from orchmem.models.storage.memories.events import add_event
-from orchmem.models.storage.reflection import reflection
-from orchmem.models.storage.reflection.reflection import StoredUnit
+from orchmem.models.storage.reflection import units as reflection
+from orchmem.models.storage.reflection.units import StoredUnit
 from orchmem.models.storage.search.vectors import VectorIndex, store_embeddings
 
 

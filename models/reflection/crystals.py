@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from orchmem.config import ConfigError
 from orchmem.models.core.registry import resolve
-from orchmem.models.storage.reflection.reflection import StoredUnit
+from orchmem.models.storage.reflection.units import StoredUnit
 
 Summariser = Callable[[str, Sequence[str]], str]
 #: Longest crystal content (the schema's bound is larger; a crystal stays a digest).

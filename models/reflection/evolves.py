@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from orchmem.models.storage.reflection.reflection import StoredUnit
+from orchmem.models.storage.reflection.units import StoredUnit
 from orchmem.models.writeback.reconcile import broad
 
 Relation = Literal["replaces", "challenges", "refines"]

@@ -24,10 +24,10 @@ from pydantic import Field, TypeAdapter
 
 from orchmem.config import MemoryNotFound, MemoryValidationError, ScopeViolation
 from orchmem.models.core.payloads import IdempotencyKey
-from orchmem.models.core.schema import EdgeInput, EdgeType, Status, WireModel, orchestrator_tag
+from orchmem.models.core.shapes import EdgeInput, EdgeType, Status, WireModel, orchestrator_tag
 from orchmem.models.storage.db.database import OrchestratorDB
 from orchmem.models.storage.delivery import receipts
-from orchmem.models.storage.memories import memories
+from orchmem.models.storage.memories import rows as memories
 from orchmem.models.storage.memories.edges import insert_edge
 from orchmem.models.storage.memories.events import add_event
 from orchmem.models.storage.reflection import insights

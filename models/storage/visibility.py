@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchmem.config import MemoryValidationError
-from orchmem.models.core.governance import MAX_TAGS
-from orchmem.models.core.schema import CONTROL_CHARS, MAX_ID_CHARS, MEMORY_ID_PATTERN
+from orchmem.models.core.governance_fields import MAX_TAGS
+from orchmem.models.core.shapes import CONTROL_CHARS, MAX_ID_CHARS, MEMORY_ID_PATTERN
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from orchmem.models.core.schema import format_ts, utc_now
+from orchmem.models.core.shapes import format_ts, utc_now
 from orchmem.models.workspace.private import FILE_MODE, open_private, private_dir
 
 logger = logging.getLogger(__name__)

@@ -37,7 +37,7 @@ from typing import Literal
 
 from orchmem.config import ExtractionBudgetExceeded, MemoryValidationError
 from orchmem.models.core.registry import resolve
-from orchmem.models.core.schema import MemoryType
+from orchmem.models.core.shapes import MemoryType
 from orchmem.models.writeback.extraction_rules import RULES, Rule
 
 Kind = Literal["transcript", "document"]

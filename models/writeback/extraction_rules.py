@@ -25,7 +25,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from orchmem.models.core.schema import MemoryType
+from orchmem.models.core.shapes import MemoryType
 
 #: Finds where a rule's match must start, or None when the text holds no match.
 StartFinder = Callable[[str], int | None]

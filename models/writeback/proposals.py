@@ -26,7 +26,7 @@ from orchmem.models.core.payloads import (
     WorkflowOutput,
     WritebackRequest,
 )
-from orchmem.models.core.schema import MemoryInput, MemoryType, Source, validate
+from orchmem.models.core.shapes import MemoryInput, MemoryType, Source, validate
 from orchmem.models.workspace.folders import Workspace
 from orchmem.models.writeback.extraction import Candidate, Extractor, Message, subject_of
 from orchmem.models.writeback.reconcile import Proposed

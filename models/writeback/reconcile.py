@@ -49,7 +49,7 @@ import numpy as np
 
 from orchmem.config.memory_settings import WritebackSettings
 from orchmem.models.core.preferences import opposite, restates
-from orchmem.models.core.schema import (
+from orchmem.models.core.shapes import (
     CapturedBy,
     EdgeInput,
     EdgeType,
@@ -61,10 +61,10 @@ from orchmem.models.core.schema import (
     utc_now,
 )
 from orchmem.models.storage.db.database import OrchestratorDB
-from orchmem.models.storage.memories import memories
+from orchmem.models.storage.memories import rows as memories
 from orchmem.models.storage.memories.edges import insert_edge
 from orchmem.models.storage.memories.events import add_event
-from orchmem.models.storage.memories.memories import (
+from orchmem.models.storage.memories.rows import (
     StoredMemory,
     insert_memory,
     reinforce,

@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from orchmem.config.governance import SECRET_RULES, GovernanceSettings
-from orchmem.models.core.governance import Sensitivity
-from orchmem.models.core.schema import MemoryInput
+from orchmem.models.core.governance_fields import Sensitivity
+from orchmem.models.core.shapes import MemoryInput
 
 
 def luhn_ok(digits: str) -> bool:

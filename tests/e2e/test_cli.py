@@ -24,7 +24,7 @@ import pytest
 import redis
 from orchmem_testing import settings_env, wait_until
 
-from orchmem.worker.runtime.routing import queue_for
+from orchmem.worker.runtime.shards import queue_for
 
 # The console script a user runs, when this interpreter has one beside it.
 _SCRIPT = Path(sys.executable).with_name("orchmem")

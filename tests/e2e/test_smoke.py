@@ -11,7 +11,7 @@ from orchmem_testing import unique_id
 from orchmem.config import Settings
 from orchmem.examples import ReferenceOrchestrator
 from orchmem.models.workspace.memlog import read_log
-from orchmem.worker.client.client import MemoryClient
+from orchmem.worker.client.memory_client import MemoryClient
 from orchmem.worker.runtime.app import OrchmemCelery
 
 pytestmark = pytest.mark.usefixtures("worker")

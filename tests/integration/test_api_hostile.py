@@ -16,9 +16,9 @@ import pytest
 from api_testing import ApiServer, immediate_settings, start_api
 from orchmem_testing import WorkerProcess, wait_until
 
-from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.embedding.embedders import Embedder
 from orchmem.models.workspace.folders import Workspace
-from orchmem.worker.api.api_server import HeaderTimeout, server_config
+from orchmem.worker.api.server import HeaderTimeout, server_config
 from orchmem.worker.cli.serve import with_overrides
 
 ALPHA, GONE = "alpha", "gone"

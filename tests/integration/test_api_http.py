@@ -17,9 +17,9 @@ from api_testing import ApiServer, immediate_settings, start_api
 from orchmem_testing import WorkerProcess, unique_id, wait_until
 
 from orchmem.config import Settings
-from orchmem.models.embedding.embedding import Embedder
-from orchmem.models.execlog.execlog import new_run_id
-from orchmem.models.recall.recall import recall as local_recall
+from orchmem.models.embedding.embedders import Embedder
+from orchmem.models.execlog.rules import new_run_id
+from orchmem.models.recall.search import recall as local_recall
 from orchmem.models.storage.db.database import Databases
 from orchmem.models.workspace.folders import Workspace
 from orchmem.models.workspace.memlog import read_log

@@ -15,14 +15,14 @@ from pathlib import Path
 
 from orchmem_testing import distinct_texts, make_settings
 
-from orchmem.models.core.schema import MemoryInput, validate
-from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.core.shapes import MemoryInput, validate
+from orchmem.models.embedding.embedders import Embedder
 from orchmem.models.governance.edits import Forget, apply_edit
 from orchmem.models.governance.history import history
 from orchmem.models.storage.db.database import Databases, OrchestratorDB
-from orchmem.models.storage.memories import memories
+from orchmem.models.storage.memories import rows as memories
 from orchmem.models.storage.visibility import EVERYTHING
-from orchmem.models.writeback.writeback import write_memories
+from orchmem.models.writeback.apply import write_memories
 
 
 def said(conversation: str, content: str) -> MemoryInput:

@@ -15,17 +15,17 @@ from memory_seed import seed
 from orchmem_testing import make_settings, wait_until
 
 from orchmem.config import MemoryCorrupt
-from orchmem.models.core.schema import MemoryInput, validate
-from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.core.shapes import MemoryInput, validate
+from orchmem.models.embedding.embedders import Embedder
 from orchmem.models.portability.export import FILES, export_jsonl
 from orchmem.models.storage.db.backup import list_backups, restore_backup, take_backup
 from orchmem.models.storage.db.database import Databases, OrchestratorDB
 from orchmem.models.storage.schema.tables import SCHEMA_VERSION
 from orchmem.models.storage.search.vectors import index_for
-from orchmem.models.writeback.writeback import write_memories
+from orchmem.models.writeback.apply import write_memories
 from orchmem.tasks.maintenance import FANOUT
 from orchmem.worker.cli.main import main
-from orchmem.worker.runtime.routing import shard_for
+from orchmem.worker.runtime.shards import shard_for
 
 ORCH = "keeper"
 

@@ -13,9 +13,9 @@ from orchmem_testing import distinct_texts, make_settings, unique_id
 
 from orchmem.config import MemoryValidationError
 from orchmem.models.core.payloads import key_of
-from orchmem.models.core.schema import derive_id
-from orchmem.models.embedding.embedding import Embedder
-from orchmem.models.execlog.execlog import new_run_id
+from orchmem.models.core.shapes import derive_id
+from orchmem.models.embedding.embedders import Embedder
+from orchmem.models.execlog.rules import new_run_id
 from orchmem.models.storage.delivery import receipts
 from orchmem.models.workspace.memlog import read_log
 from orchmem.tasks.batch import FAILURE, SUCCESS, Waiting, apply_batch, run_one

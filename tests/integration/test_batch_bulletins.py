@@ -17,7 +17,7 @@ from typing import Any
 
 from orchmem_testing import WorkerProcess, distinct_texts, make_settings
 
-from orchmem.models.core.schema import format_ts
+from orchmem.models.core.shapes import format_ts
 from orchmem.models.storage.db.database import Databases
 from orchmem.tasks.bulletin import BULLETIN, snapshots_later, write_bulletin
 from orchmem.tasks.publish import envelope, send_envelope

@@ -10,7 +10,7 @@ from orchmem_testing import WorkerProcess, free_port
 from orchmem.config import Settings
 from orchmem.models.workspace.memlog import read_log
 from orchmem.tasks.writeback import WRITEBACK
-from orchmem.worker.client.client import MemoryClient
+from orchmem.worker.client.memory_client import MemoryClient
 from orchmem.worker.runtime.app import OrchmemCelery, create_app
 
 MANUAL = {"sourceType": "manual", "capturedBy": "user"}

@@ -11,7 +11,7 @@ import pytest
 
 from orchmem.config import StorageError
 from orchmem.models.storage.delivery import receipts
-from orchmem.worker.client.client import MemoryClient
+from orchmem.worker.client.memory_client import MemoryClient
 
 MANUAL = {"sourceType": "manual", "capturedBy": "user"}
 

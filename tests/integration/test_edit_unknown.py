@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from orchmem_testing import WorkerProcess, settings_env, wait_until
 
 from orchmem.config import Settings
-from orchmem.models.core.schema import derive_id
+from orchmem.models.core.shapes import derive_id
 from orchmem.models.workspace.memlog import read_log
 from orchmem.worker import MemoryClient
 from orchmem.worker.cli import main

@@ -35,7 +35,7 @@ socket.create_connection = refuse("create_connection")
 import sentence_transformers, torch, transformers
 
 from orchmem.config.settings import EmbeddingSettings
-from orchmem.models.embedding.embedding import get_embedder
+from orchmem.models.embedding.embedders import get_embedder
 
 before = dict(os.environ)
 embedder = get_embedder(EmbeddingSettings())

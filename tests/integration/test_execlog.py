@@ -12,8 +12,8 @@ from orchmem_testing import make_settings
 from orchmem_testing import open_odb as odb_of
 
 from orchmem.models.execlog.episodes import similar_episodes
-from orchmem.models.execlog.execlog import event_id_for
-from orchmem.models.storage.execlog.execlog import events_of_memory, read_log, run_of
+from orchmem.models.execlog.rules import event_id_for
+from orchmem.models.storage.execlog.entries import events_of_memory, read_log, run_of
 from orchmem.models.storage.execlog.watermark import lag_warnings, projection_status
 from orchmem.models.storage.visibility import View
 from orchmem.worker import MemoryClient

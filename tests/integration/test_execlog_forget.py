@@ -12,7 +12,7 @@ from orchmem_testing import make_settings
 from orchmem_testing import open_odb as odb_of
 
 from orchmem.models.execlog.episodes import similar_episodes
-from orchmem.models.storage.execlog.execlog import read_log
+from orchmem.models.storage.execlog.entries import read_log
 from orchmem.models.storage.visibility import View
 from orchmem.worker import MemoryClient
 from orchmem.worker.cli import main

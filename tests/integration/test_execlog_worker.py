@@ -10,10 +10,10 @@ import pytest
 from click.testing import CliRunner
 
 from orchmem.config import Settings
-from orchmem.models.core.schema import derive_id
+from orchmem.models.core.shapes import derive_id
 from orchmem.models.execlog.episodes import similar_episodes
 from orchmem.models.storage.db.database import Databases
-from orchmem.models.storage.execlog.execlog import read_log
+from orchmem.models.storage.execlog.entries import read_log
 from orchmem.worker import MemoryClient
 from orchmem.worker.cli import main
 from orchmem.worker.runtime.app import OrchmemCelery

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from orchmem_testing import make_settings, unique_id
 
 from orchmem.config import Settings
-from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.embedding.embedders import Embedder
 from orchmem.worker import MemoryClient
 from orchmem.worker.cli.main import main
 

@@ -12,7 +12,7 @@ import pytest
 from orchmem_testing import free_port, make_settings, unique_id
 
 from orchmem.config import MemoryValidationError, Settings
-from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.embedding.embedders import Embedder
 from orchmem.models.governance.history import history
 from orchmem.models.recall.context_budget import count_tokens
 from orchmem.models.storage.visibility import EVERYTHING
@@ -339,7 +339,7 @@ def _rehash(folder: Path) -> None:
 
 
 def test_the_mcp_recall_tool_takes_a_session(client: MemoryClient) -> None:
-    from orchmem.worker.mcp.mcp_server import MemoryTools
+    from orchmem.worker.mcp.server import MemoryTools
 
     mine = write(client, "The ferry ticket of Alma is in her inbox", scope="session",
                  sessionId="s-a")
@@ -351,7 +351,7 @@ def test_the_mcp_recall_tool_takes_a_session(client: MemoryClient) -> None:
 
 def test_reflection_never_takes_a_scoped_or_sensitive_memory_as_a_unit(
         client: MemoryClient) -> None:
-    from orchmem.models.storage.reflection.reflection import units
+    from orchmem.models.storage.reflection.units import units
 
     plain = write(client, "The office plants are watered on Mondays")
     kept_out = [write(client, "The session plants note", scope="session", sessionId="s-1"),

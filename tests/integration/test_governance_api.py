@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx
 from api_testing import immediate_settings, start_api
 
-from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.embedding.embedders import Embedder
 
 BASE = "/v1/orchestrators"
 ORCH = "gov-api"

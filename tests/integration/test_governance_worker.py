@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from orchmem_testing import WorkerProcess, settings_env
 
 from orchmem.config import Settings
-from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.embedding.embedders import Embedder
 from orchmem.models.storage.visibility import EVERYTHING
 from orchmem.models.workspace.memlog import read_log
 from orchmem.worker import MemoryClient

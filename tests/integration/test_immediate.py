@@ -18,7 +18,7 @@ import pytest
 from orchmem_testing import free_port, make_settings, unique_id
 
 from orchmem.config import Settings
-from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.embedding.embedders import Embedder
 from orchmem.worker import MemoryClient
 
 

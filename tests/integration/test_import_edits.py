@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from orchmem_testing import make_settings
 
 from orchmem.config import Settings
-from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.embedding.embedders import Embedder
 from orchmem.models.governance.history import history
 from orchmem.models.storage.db.database import Databases
 from orchmem.models.storage.visibility import EVERYTHING

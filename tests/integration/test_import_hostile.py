@@ -18,8 +18,8 @@ from memory_seed import seed
 from orchmem_testing import make_settings
 
 from orchmem.config import ImportRejected, OrchmemError, ScopeViolation
-from orchmem.models.core.schema import derive_id
-from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.core.shapes import derive_id
+from orchmem.models.embedding.embedders import Embedder
 from orchmem.models.portability.export import FILES, export_jsonl
 from orchmem.models.portability.import_files import MAX_LINE_BYTES, read_lines
 from orchmem.models.portability.importer import import_folder

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from orchmem.config import MemoryDisabled, ScopeViolation, Settings
-from orchmem.models.core.schema import derive_id
+from orchmem.models.core.shapes import derive_id
 from orchmem.models.storage.db.database import Databases
-from orchmem.models.storage.memories.memories import list_memories
+from orchmem.models.storage.memories.rows import list_memories
 from orchmem.models.workspace.memlog import read_log
 from orchmem.tasks.ingest import INGEST_SCAN
 from orchmem.worker.runtime.app import OrchmemCelery

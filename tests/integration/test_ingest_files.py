@@ -17,11 +17,11 @@ import pytest
 from orchmem_testing import make_settings
 
 from orchmem.config import ScopeViolation
-from orchmem.models.ingest import ingest as ingest_module
-from orchmem.models.ingest import ingest_files as ingest_files_module
-from orchmem.models.ingest.ingest import scan
+from orchmem.models.ingest import files as ingest_files_module
+from orchmem.models.ingest import scan as ingest_module
+from orchmem.models.ingest.scan import scan
 from orchmem.models.storage.db.database import Databases, OrchestratorDB
-from orchmem.models.storage.memories.memories import list_memories
+from orchmem.models.storage.memories.rows import list_memories
 from orchmem.models.writeback.reconcile import Proposed
 
 Embed = Callable[[list[Proposed]], tuple[list[Proposed], str | None]]

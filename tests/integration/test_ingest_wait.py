@@ -10,7 +10,7 @@ from typing import Any
 from click.testing import CliRunner
 from orchmem_testing import WorkerProcess, settings_env
 
-from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.embedding.embedders import Embedder
 from orchmem.models.workspace.folders import Workspace
 from orchmem.worker.cli.main import main
 from orchmem.worker.runtime.app import create_app

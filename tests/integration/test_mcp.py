@@ -17,10 +17,10 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from orchmem_testing import free_port, settings_env, unique_id
 
-from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.embedding.embedders import Embedder
 from orchmem.models.workspace.folders import Workspace
 from orchmem.worker.api.tokens import TokenStore
-from orchmem.worker.mcp.mcp_http import mcp_http_app
+from orchmem.worker.mcp.http import mcp_http_app
 
 FOREIGN = "m-00000000-0000000000000000"
 TOOLS = {"remember", "recall", "bulletin", "forget", "recover", "supersede"}
@@ -252,7 +252,7 @@ def test_mcp_refusals_start_with_the_code_and_name_the_field(
         settings: Any, worker: Any) -> None:
     """Through a real worker: a made-up memoryId of this orchestrator is ``not_found``;
     a bad argument is ``validation: <argument>: …``, not the SDK's own wording."""
-    from orchmem.models.core.schema import derive_id
+    from orchmem.models.core.shapes import derive_id
 
     orch = unique_id("mcp-refusals")
     command = str(Path(sys.executable).with_name("orchmem"))

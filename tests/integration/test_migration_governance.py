@@ -21,14 +21,14 @@ from click.testing import CliRunner
 from orchmem_testing import make_settings
 
 from orchmem.config import Settings
-from orchmem.models.core.schema import MemoryInput, validate
-from orchmem.models.embedding.embedding import Embedder
-from orchmem.models.recall.recall import recall
+from orchmem.models.core.shapes import MemoryInput, validate
+from orchmem.models.embedding.embedders import Embedder
+from orchmem.models.recall.search import recall
 from orchmem.models.storage.db.backup import list_backups
 from orchmem.models.storage.db.database import Databases
 from orchmem.models.storage.schema.tables import SCHEMA_VERSION
 from orchmem.models.storage.visibility import DEFAULT_VIEW, View
-from orchmem.models.writeback.writeback import write_memories
+from orchmem.models.writeback.apply import write_memories
 from orchmem.worker.cli.main import main
 
 ORCH = "governed"

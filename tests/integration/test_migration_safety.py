@@ -14,8 +14,8 @@ from memory_seed import as_released, as_schema, seed
 from orchmem_testing import WorkerProcess, make_settings
 
 from orchmem.config import MemoryDegraded, Settings
-from orchmem.models.core.schema import MemoryInput, validate
-from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.core.shapes import MemoryInput, validate
+from orchmem.models.embedding.embedders import Embedder
 from orchmem.models.portability.export import FILES, export_jsonl
 from orchmem.models.storage.db.backup import check_backup, list_backups
 from orchmem.models.storage.db.database import Databases, OrchestratorDB
@@ -24,9 +24,9 @@ from orchmem.models.storage.delivery.outbox import Outbox, prune_done
 from orchmem.models.storage.schema import migrations
 from orchmem.models.storage.schema.tables import SCHEMA_VERSION
 from orchmem.models.workspace.memlog import read_log
-from orchmem.models.writeback.writeback import write_memories
+from orchmem.models.writeback.apply import write_memories
 from orchmem.worker.cli.main import main
-from orchmem.worker.client.client import MemoryClient
+from orchmem.worker.client.memory_client import MemoryClient
 from orchmem.worker.runtime.app import create_app
 
 ORCH = "upgrader"
@@ -47,7 +47,7 @@ def schema(path: Path) -> list[str]:
 def ranks(settings: Settings) -> list[tuple[str, int]]:
     from datetime import UTC, datetime
 
-    from orchmem.models.recall.recall import recall
+    from orchmem.models.recall.search import recall
 
     out = []
     for query in ("where is the office", "what are the goals", "the user's name"):

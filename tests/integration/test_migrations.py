@@ -21,16 +21,16 @@ from memory_seed import as_released, as_schema
 from orchmem_testing import make_settings
 
 from orchmem.config import StorageError
-from orchmem.models.core.schema import MemoryInput, validate
+from orchmem.models.core.shapes import MemoryInput, validate
 from orchmem.models.governance.edits import Forget, Link, Supersede, apply_edit
 from orchmem.models.governance.history import history
 from orchmem.models.storage.db.database import Databases, OrchestratorDB
-from orchmem.models.storage.memories import memories
+from orchmem.models.storage.memories import rows as memories
 from orchmem.models.storage.schema.migrations import MIGRATIONS, downgrade
 from orchmem.models.storage.schema.tables import SCHEMA_VERSION
 from orchmem.models.storage.visibility import EVERYTHING
 from orchmem.models.workspace.memlog import read_log
-from orchmem.models.writeback.writeback import write_memories
+from orchmem.models.writeback.apply import write_memories
 
 ORCH = "legacy"
 SCHEMA_1 = Path(__file__).parents[1] / "data" / "memory_db_schema_v1.json"

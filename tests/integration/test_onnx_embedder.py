@@ -12,12 +12,12 @@ from orchmem_testing import make_settings
 
 from orchmem.config import ConfigError, EmbeddingError, load_settings
 from orchmem.config.settings import EmbeddingSettings
-from orchmem.models.core.schema import MemoryInput, validate
-from orchmem.models.embedding.embedding import Embedder, SentenceTransformerEmbedder, get_embedder
-from orchmem.models.embedding.onnx_embedder import OnnxEmbedder
-from orchmem.models.recall.recall import recall
+from orchmem.models.core.shapes import MemoryInput, validate
+from orchmem.models.embedding.embedders import Embedder, SentenceTransformerEmbedder, get_embedder
+from orchmem.models.embedding.onnx import OnnxEmbedder
+from orchmem.models.recall.search import recall
 from orchmem.models.storage.db.database import Databases
-from orchmem.models.writeback.writeback import write_memories
+from orchmem.models.writeback.apply import write_memories
 
 TEXTS = [
     "The user prefers tea to coffee.", "ok", "", "What does Alice prefer?",

@@ -21,18 +21,18 @@ import pytest
 from orchmem_testing import WorkerProcess, distinct_texts, free_port, settings_env, wait_until
 
 from orchmem.config import MemoryDisabled, Settings
-from orchmem.models.core.schema import MemoryInput, validate
-from orchmem.models.embedding.embedding import get_embedder, resolve_model_path
+from orchmem.models.core.shapes import MemoryInput, validate
+from orchmem.models.embedding.embedders import get_embedder, resolve_model_path
 from orchmem.models.embedding.reembed import remaining
-from orchmem.models.recall.recall import recall
+from orchmem.models.recall.search import recall
 from orchmem.models.storage.db.database import Databases
-from orchmem.models.writeback.writeback import write_memories
+from orchmem.models.writeback.apply import write_memories
 from orchmem.tasks.maintenance import FANOUT
 from orchmem.tasks.writeback import WRITEBACK
 from orchmem.worker.runtime.app import create_app
 from orchmem.worker.runtime.broker import flower_password_file, read_state
 from orchmem.worker.runtime.publish import publish
-from orchmem.worker.runtime.routing import shard_for
+from orchmem.worker.runtime.shards import shard_for
 
 MANUAL = {"sourceType": "manual", "capturedBy": "user"}
 

@@ -17,9 +17,9 @@ import pytest
 from orchmem_testing import make_settings
 
 from orchmem.config import MemoryValidationError, Settings
-from orchmem.models.core.schema import MemoryInput, validate
+from orchmem.models.core.shapes import MemoryInput, validate
 from orchmem.models.storage.db.database import Databases
-from orchmem.models.writeback.writeback import write_memories
+from orchmem.models.writeback.apply import write_memories
 from orchmem.tasks.writeback import WRITEBACK
 from orchmem.worker.runtime.app import create_app
 

@@ -17,10 +17,10 @@ from memory_seed import CONTENTS, seed
 from orchmem_testing import make_settings
 
 from orchmem.config import ImportRejected, Settings
-from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.embedding.embedders import Embedder
 from orchmem.models.portability.export import FILES, export_jsonl, export_markdown
 from orchmem.models.portability.importer import import_folder
-from orchmem.models.recall.recall import recall
+from orchmem.models.recall.search import recall
 from orchmem.models.storage.db.database import Databases, OrchestratorDB
 from orchmem.models.storage.db.stats import stats
 from orchmem.models.storage.schema.tables import SCHEMA_VERSION

@@ -28,7 +28,7 @@ from orchmem_testing import (
 )
 
 from orchmem.config import Settings
-from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.embedding.embedders import Embedder
 from orchmem.models.portability.export import export_jsonl, export_markdown
 from orchmem.models.storage.db.backup import take_backup
 from orchmem.models.storage.db.database import Databases

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from orchmem.config import load_settings
-from orchmem.models.core.schema import MemoryInput
+from orchmem.models.core.shapes import MemoryInput
 from orchmem.worker import MemoryClient
 from orchmem.worker.cli.memory import write
 

@@ -13,12 +13,12 @@ import pytest
 from click.testing import CliRunner
 from orchmem_testing import make_settings
 
-from orchmem.models.core.schema import MemoryInput, validate
-from orchmem.models.embedding.embedding import Embedder
-from orchmem.models.recall.recall import recall
+from orchmem.models.core.shapes import MemoryInput, validate
+from orchmem.models.embedding.embedders import Embedder
+from orchmem.models.recall.search import recall
 from orchmem.models.storage.db.database import Databases, OrchestratorDB
 from orchmem.models.storage.db.stats import stats
-from orchmem.models.writeback.writeback import write_memories
+from orchmem.models.writeback.apply import write_memories
 from orchmem.worker.cli.main import main
 
 LOCOMO = Path(__file__).resolve().parents[3] / "shared" / "bench" / "data" / "locomo7.json"

@@ -10,15 +10,15 @@ from orchmem_testing import make_settings
 
 from orchmem.config import MemoryValidationError, ScopeViolation
 from orchmem.config.memory_settings import RetrievalSettings
-from orchmem.models.core.schema import EdgeInput, MemoryInput, derive_id, validate
-from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.core.shapes import EdgeInput, MemoryInput, derive_id, validate
+from orchmem.models.embedding.embedders import Embedder
 from orchmem.models.governance.edits import Forget, apply_edit
-from orchmem.models.recall.recall import recall
+from orchmem.models.recall.search import recall
 from orchmem.models.storage.db.database import Databases, OrchestratorDB
 from orchmem.models.storage.schema.tables import MemoryRow
-from orchmem.models.storage.search import recall_reads
+from orchmem.models.storage.search import reads as recall_reads
 from orchmem.models.workspace.memlog import read_log
-from orchmem.models.writeback.writeback import write_memories
+from orchmem.models.writeback.apply import write_memories
 
 MANUAL = {"sourceType": "manual", "capturedBy": "user"}
 

@@ -14,14 +14,14 @@ import pytest
 from orchmem_testing import make_settings, unique_id
 
 from orchmem.config import Settings, StorageError
-from orchmem.models.core.schema import MemoryInput, validate
-from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.core.shapes import MemoryInput, validate
+from orchmem.models.embedding.embedders import Embedder
 from orchmem.models.governance.edits import Forget, Supersede, apply_edit
 from orchmem.models.recall.overlap import Overlap
-from orchmem.models.recall.recall import recall
+from orchmem.models.recall.search import recall
 from orchmem.models.storage.db.database import Databases, OrchestratorDB
 from orchmem.models.storage.memories.validity_columns import has_time
-from orchmem.models.writeback.writeback import write_memories
+from orchmem.models.writeback.apply import write_memories
 from orchmem.worker import MemoryClient
 
 #: One clock for both recalls (recency is a function of it).
@@ -195,7 +195,7 @@ def test_the_client_stops_its_helper_threads_on_close(
 
 def test_overlapped_recalls_see_every_write_made_between_them(
         tmp_path: Path, embedder: Embedder) -> None:
-    # The helper refreshes the vector index ahead of the vector (models/recall/recall.py
+    # The helper refreshes the vector index ahead of the vector (models/recall/search.py
     # _index_ahead); the vector side must then answer from that refresh, never a stale one.
     databases = Databases(settings(tmp_path))
     odb = databases.open("fresh")

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from orchmem_testing import make_settings, unique_id
 
-from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.embedding.embedders import Embedder
 from orchmem.worker import MemoryClient
 
 #: The acme-support memories of `orchmem demo`, as its workflows write them.
@@ -79,7 +79,7 @@ def test_the_floor_keeps_what_is_asked_for_and_can_be_turned_off(
     assert demo_client.recall("Dana").nodes, "a name found by full text is kept"
     off = demo_client.memory.retrieval.model_copy(update={"min_similarity": 0.0,
                                                           "min_similarity_text": 0.0})
-    from orchmem.models.recall.recall import recall
+    from orchmem.models.recall.search import recall
 
     unfloored = recall(demo_client.orchestrator_id, "zebra quantum submarine",
                        databases=demo_client.databases, params=off)

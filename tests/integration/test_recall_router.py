@@ -12,12 +12,12 @@ import pytest
 from orchmem_testing import make_settings
 
 from orchmem.config.memory_settings import RetrievalSettings
-from orchmem.models.core.schema import MemoryInput, validate
-from orchmem.models.embedding.embedding import Embedder
-from orchmem.models.recall.recall import recall
+from orchmem.models.core.shapes import MemoryInput, validate
+from orchmem.models.embedding.embedders import Embedder
 from orchmem.models.recall.router import plan
+from orchmem.models.recall.search import recall
 from orchmem.models.storage.db.database import Databases, OrchestratorDB
-from orchmem.models.writeback.writeback import write_memories
+from orchmem.models.writeback.apply import write_memories
 
 ORCH = "routed"
 START = datetime(2022, 7, 1, 12, 0, tzinfo=UTC)

@@ -16,9 +16,9 @@ from memory_seed import CONTENTS, as_schema, seed
 from orchmem_testing import make_settings, settings_env
 
 from orchmem.config import Settings
-from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.embedding.embedders import Embedder
 from orchmem.models.governance.edits import Forget, apply_edit
-from orchmem.models.recall.recall import recall
+from orchmem.models.recall.search import recall
 from orchmem.models.storage.db.database import Databases, OrchestratorDB
 from orchmem.models.storage.search import row_cache
 

@@ -18,7 +18,7 @@ from mcp.client.stdio import StdioServerParameters
 from orchmem_testing import WorkerProcess, settings_env, unique_id
 
 from orchmem.config import Settings
-from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.embedding.embedders import Embedder
 from orchmem.models.governance.history import history
 from orchmem.models.storage.visibility import EVERYTHING
 from orchmem.worker import MemoryClient

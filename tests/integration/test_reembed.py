@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 
 from orchmem.config import Settings
-from orchmem.models.core.schema import MemoryInput, validate
-from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.core.shapes import MemoryInput, validate
+from orchmem.models.embedding.embedders import Embedder
 from orchmem.models.embedding.reembed import remaining
-from orchmem.models.recall.recall import recall
+from orchmem.models.recall.search import recall
 from orchmem.models.storage.db.database import Databases
 from orchmem.models.workspace.memlog import read_log
-from orchmem.models.writeback.writeback import write_memories
+from orchmem.models.writeback.apply import write_memories
 from orchmem.tasks.maintenance import REEMBED
 from orchmem.worker.runtime.app import OrchmemCelery
 from orchmem.worker.runtime.publish import publish

@@ -8,11 +8,11 @@ from pathlib import Path
 
 from orchmem_testing import make_settings
 
-from orchmem.models.core.schema import MemoryInput, validate
+from orchmem.models.core.shapes import MemoryInput, validate
 from orchmem.models.storage.db.database import Databases
 from orchmem.models.storage.schema.steps_reflect import downgrade_from_6
 from orchmem.models.storage.schema.tables import SCHEMA_VERSION
-from orchmem.models.writeback.writeback import write_memories
+from orchmem.models.writeback.apply import write_memories
 
 
 def schema(path: Path) -> list[str]:

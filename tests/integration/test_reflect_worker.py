@@ -12,7 +12,7 @@ from orchmem_testing import settings_env, wait_until
 from orchmem.tasks.maintenance import FANOUT
 from orchmem.worker import MemoryClient
 from orchmem.worker.cli.main import main
-from orchmem.worker.runtime.routing import shard_for
+from orchmem.worker.runtime.shards import shard_for
 
 
 def memory(content: str, at: str) -> dict[str, Any]:

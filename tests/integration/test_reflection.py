@@ -11,8 +11,8 @@ import pytest
 from orchmem_testing import free_port, make_settings, unique_id
 
 from orchmem.config import Settings
-from orchmem.models.embedding.embedding import Embedder
-from orchmem.models.reflection.reflect import META_CURSOR
+from orchmem.models.embedding.embedders import Embedder
+from orchmem.models.reflection.stages import META_CURSOR
 from orchmem.models.storage.memories.events import set_meta
 from orchmem.models.storage.reflection.insights import open_insights
 from orchmem.worker import MemoryClient

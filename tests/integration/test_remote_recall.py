@@ -176,7 +176,7 @@ def test_a_read_leaves_no_unacked_copy_in_the_broker(settings: Settings, app: Or
     import threading
 
     from orchmem.tasks.read import RECALL_READ
-    from orchmem.worker.runtime.routing import queue_for
+    from orchmem.worker.runtime.shards import queue_for
 
     orch = unique_id("remote-noack")
     local = MemoryClient(orch, settings)

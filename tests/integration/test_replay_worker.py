@@ -11,7 +11,7 @@ import pytest
 
 from orchmem.config import Settings
 from orchmem.models.storage.db.database import Databases
-from orchmem.models.storage.execlog.execlog import read_log, run_of
+from orchmem.models.storage.execlog.entries import read_log, run_of
 from orchmem.worker import MemoryClient
 from orchmem.worker.client.runlog import RunLog
 from orchmem.worker.runtime.app import OrchmemCelery

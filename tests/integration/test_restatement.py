@@ -9,7 +9,7 @@ from typing import Any
 from orchmem_testing import WorkerProcess
 
 from orchmem.config import Settings
-from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.embedding.embedders import Embedder
 from orchmem.models.governance.history import history
 from orchmem.models.storage.visibility import EVERYTHING
 from orchmem.worker import MemoryClient

@@ -15,11 +15,12 @@ import numpy as np
 import pytest
 from orchmem_testing import free_port, make_settings
 
-from orchmem.models.core.schema import EdgeInput, MemoryInput, Status, derive_id, validate
+from orchmem.models.core.shapes import EdgeInput, MemoryInput, Status, derive_id, validate
 from orchmem.models.storage.db.database import Databases, OrchestratorDB
 from orchmem.models.storage.delivery import deadletters, manifest, receipts
 from orchmem.models.storage.delivery.outbox import Outbox, prune_done
-from orchmem.models.storage.memories import edges, events, memories
+from orchmem.models.storage.memories import edges, events
+from orchmem.models.storage.memories import rows as memories
 from orchmem.models.storage.memories.forget import erase_row
 from orchmem.models.storage.search import fts, vectors
 

@@ -11,13 +11,13 @@ import pytest
 from orchmem_testing import make_settings
 
 from orchmem.config import MemoryNotFound, MemoryValidationError, ScopeViolation, StorageError
-from orchmem.models.core.schema import EdgeInput, MemoryInput, derive_id, validate
+from orchmem.models.core.shapes import EdgeInput, MemoryInput, derive_id, validate
 from orchmem.models.storage.db.database import Databases
 from orchmem.models.storage.db.stats import stats
 from orchmem.models.storage.delivery.receipts import begin
-from orchmem.models.storage.memories.memories import list_memories
+from orchmem.models.storage.memories.rows import list_memories
 from orchmem.models.storage.schema.tables import SCHEMA_VERSION
-from orchmem.models.writeback.writeback import write_memories
+from orchmem.models.writeback.apply import write_memories
 
 MANUAL = {"sourceType": "manual", "capturedBy": "user"}
 

@@ -13,17 +13,17 @@ import pytest
 from orchmem_testing import make_settings
 
 from orchmem.config import MemoryValidationError
-from orchmem.models.core.schema import MemoryInput, validate
-from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.core.shapes import MemoryInput, validate
+from orchmem.models.embedding.embedders import Embedder
 from orchmem.models.governance.edits import Forget, Supersede, apply_edit
 from orchmem.models.governance.history import history
 from orchmem.models.portability.export import export_jsonl
 from orchmem.models.portability.importer import import_folder
-from orchmem.models.recall.recall import recall
 from orchmem.models.recall.router import plan
+from orchmem.models.recall.search import recall
 from orchmem.models.storage.db.database import Databases, OrchestratorDB
 from orchmem.models.storage.visibility import EVERYTHING
-from orchmem.models.writeback.writeback import write_memories
+from orchmem.models.writeback.apply import write_memories
 
 MANUAL = {"sourceType": "manual", "capturedBy": "user"}
 ORCH = "timely"

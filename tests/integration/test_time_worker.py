@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from orchmem.config import Settings
-from orchmem.worker.client.client import MemoryClient
+from orchmem.worker.client.memory_client import MemoryClient
 from orchmem.worker.runtime.app import OrchmemCelery
 
 pytestmark = pytest.mark.usefixtures("worker")

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from orchmem_testing import WorkerProcess, task_events, unique_id, wait_until
 
-from orchmem.worker.client.client import MemoryClient
+from orchmem.worker.client.memory_client import MemoryClient
 from orchmem.worker.runtime.app import create_app
 
 MANUAL = {"sourceType": "manual", "capturedBy": "user"}

@@ -15,7 +15,7 @@ import pytest
 from orchmem_testing import make_settings, unique_id
 
 from orchmem.config import MemoryValidationError, Settings
-from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.embedding.embedders import Embedder
 from orchmem.worker import MemoryClient
 from orchmem.worker.client.handles import task_result
 

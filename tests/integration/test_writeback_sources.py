@@ -13,16 +13,16 @@ import pytest
 from orchmem_testing import make_settings
 
 from orchmem.config import MemoryValidationError, ScopeViolation, Settings
-from orchmem.models.core.schema import MemoryInput, Status, derive_id, validate
-from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.core.shapes import MemoryInput, Status, derive_id, validate
+from orchmem.models.embedding.embedders import Embedder
 from orchmem.models.governance.history import history
-from orchmem.models.recall.recall import recall
+from orchmem.models.recall.search import recall
 from orchmem.models.storage.db.database import Databases, OrchestratorDB
-from orchmem.models.storage.memories.memories import list_memories
+from orchmem.models.storage.memories.rows import list_memories
 from orchmem.models.storage.search import fts, vectors
 from orchmem.models.storage.visibility import EVERYTHING
 from orchmem.models.workspace.memlog import read_log
-from orchmem.models.writeback.writeback import write_memories
+from orchmem.models.writeback.apply import write_memories
 from orchmem.tasks.edits import EDIT
 from orchmem.tasks.writeback import WRITEBACK
 from orchmem.worker.runtime.app import OrchmemCelery

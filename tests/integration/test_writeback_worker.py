@@ -10,13 +10,13 @@ from orchmem_testing import WorkerProcess, task_events, unique_id, wait_until
 
 from orchmem.config import MemoryValidationError, ScopeViolation, Settings
 from orchmem.models.storage.db.database import Databases
-from orchmem.models.storage.memories.memories import list_memories
+from orchmem.models.storage.memories.rows import list_memories
 from orchmem.models.workspace.memlog import read_log
 from orchmem.tasks.writeback import WRITEBACK
-from orchmem.worker.client.client import MemoryClient
+from orchmem.worker.client.memory_client import MemoryClient
 from orchmem.worker.runtime.app import OrchmemCelery
 from orchmem.worker.runtime.publish import publish
-from orchmem.worker.runtime.routing import queue_name, shard_for
+from orchmem.worker.runtime.shards import queue_name, shard_for
 
 pytestmark = pytest.mark.usefixtures("worker")
 

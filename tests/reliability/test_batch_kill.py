@@ -19,7 +19,7 @@ from typing import Any
 
 from orchmem_testing import WorkerProcess, distinct_texts, wait_until
 
-from orchmem.models.core.schema import derive_id
+from orchmem.models.core.shapes import derive_id
 from orchmem.models.workspace.memlog import read_log
 from orchmem.tasks.writeback import WRITEBACK
 from orchmem.worker.runtime.app import create_app

@@ -13,7 +13,7 @@ from typing import Any
 
 from orchmem_testing import WorkerProcess, distinct_texts, settings_env, wait_until
 
-from orchmem.worker.client.client import BROKER_BACKOFF_S, MemoryClient
+from orchmem.worker.client.memory_client import BROKER_BACKOFF_S, MemoryClient
 from orchmem.worker.runtime.app import create_app
 from orchmem.worker.runtime.broker import EmbeddedRedis
 

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from orchmem_testing import WorkerProcess, distinct_texts, settings_env
 
-from orchmem.models.recall.recall import recall
+from orchmem.models.recall.search import recall
 from orchmem.models.storage.db.database import Databases
 from orchmem.models.workspace.memlog import read_log
 from orchmem.tasks.writeback import WRITEBACK
@@ -25,7 +25,7 @@ READER = """
 import json, sys, time
 from orchmem.config import load_settings
 from orchmem.models.storage.db.database import Databases
-from orchmem.models.recall.recall import recall
+from orchmem.models.recall.search import recall
 settings = load_settings()
 databases = Databases(settings)
 latencies, errors, deadline = [], [], time.monotonic() + float(sys.argv[1])

@@ -21,10 +21,10 @@ import pytest
 from orchmem_testing import WorkerProcess, distinct_texts, settings_env, wait_until
 
 from orchmem.config import MemoryCorrupt, MemoryDisabled, Settings
-from orchmem.models.core.schema import MemoryInput, validate
+from orchmem.models.core.shapes import MemoryInput, validate
 from orchmem.models.storage.db.database import Databases
 from orchmem.models.workspace.memlog import read_log
-from orchmem.models.writeback.writeback import write_memories
+from orchmem.models.writeback.apply import write_memories
 from orchmem.tasks.writeback import WRITEBACK
 from orchmem.worker.runtime.app import create_app
 from orchmem.worker.runtime.publish import publish

@@ -17,7 +17,7 @@ from typing import Any
 
 from orchmem_testing import WorkerProcess, distinct_texts, receipt, settings_env, wait_until
 
-from orchmem.models.core.schema import derive_id
+from orchmem.models.core.shapes import derive_id
 from orchmem.models.storage.db.database import Databases
 from orchmem.models.storage.delivery.deadletters import dead_letters
 from orchmem.models.workspace.memlog import read_log

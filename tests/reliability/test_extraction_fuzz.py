@@ -21,8 +21,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from orchmem_testing import finishes_within, make_settings
 
-from orchmem.models.core.schema import MemoryType
-from orchmem.models.ingest.ingest import scan
+from orchmem.models.core.shapes import MemoryType
+from orchmem.models.ingest.scan import scan
 from orchmem.models.storage.db.database import Databases, OrchestratorDB
 from orchmem.models.storage.schema.tables import IngestManifestRow
 from orchmem.models.workspace.memlog import read_log

@@ -14,7 +14,7 @@ from orchmem.models.storage.db.database import Databases
 from orchmem.models.storage.delivery.deadletters import dead_letter
 from orchmem.models.storage.visibility import EVERYTHING
 from orchmem.tasks.writeback import WRITEBACK
-from orchmem.worker.client.client import MemoryClient
+from orchmem.worker.client.memory_client import MemoryClient
 from orchmem.worker.runtime.app import create_app
 
 WORD = b"zanzibarquux"

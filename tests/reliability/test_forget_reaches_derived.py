@@ -17,10 +17,10 @@ from forget_search import files_with, keys_with, wait_for_aof_rewrite
 from orchmem_testing import RedisServer, WorkerProcess, free_port, make_settings
 
 from orchmem.config import Settings
-from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.embedding.embedders import Embedder
 from orchmem.models.governance import derived
 from orchmem.models.portability.export import export_jsonl
-from orchmem.worker.client.client import MemoryClient
+from orchmem.worker.client.memory_client import MemoryClient
 from orchmem.worker.runtime.app import create_app
 
 WORD = "quokkablimp"

@@ -1,7 +1,7 @@
 """Fuzzed write-back payloads: only validation (or scope) errors, never a crash, and
 what is accepted is stored exactly once.
 
-The payloads are built from the schema (models/core/payloads.py, models/core/schema.py): most
+The payloads are built from the schema (models/core/payloads.py, models/core/shapes.py): most
 are valid write-back requests (memories with edges between them, transcripts, workflow
 outputs, diagnostics), some of those are then mutated (a value replaced by a wrong
 type, a field dropped or added), and a few are arbitrary JSON. So most of them reach
@@ -27,7 +27,7 @@ from orchmem_testing import make_settings, unique_id
 
 from orchmem.config import OrchmemError
 from orchmem.models.core.payloads import WritebackRequest, key_of
-from orchmem.models.core.schema import (
+from orchmem.models.core.shapes import (
     CapturedBy,
     EdgeType,
     MemoryType,
@@ -36,9 +36,9 @@ from orchmem.models.core.schema import (
     validate,
 )
 from orchmem.models.storage.db.database import Databases, OrchestratorDB
+from orchmem.models.writeback.apply import write_memories
 from orchmem.models.writeback.extraction import rules_extractor
 from orchmem.models.writeback.proposals import WORKFLOW_KEYS, build
-from orchmem.models.writeback.writeback import write_memories
 from orchmem.tasks.writeback import WRITEBACK
 from orchmem.worker.runtime.app import OrchmemCelery
 

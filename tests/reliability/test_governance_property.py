@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from orchmem_testing import free_port, make_settings, unique_id
 
-from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.embedding.embedders import Embedder
 from orchmem.models.storage.visibility import EVERYTHING, View
 from orchmem.worker import MemoryClient
 

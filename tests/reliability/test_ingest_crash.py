@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 from orchmem_testing import make_settings
 
-from orchmem.models.ingest import ingest as ingest_module
-from orchmem.models.ingest import ingest_moves as ingest_moves_module
-from orchmem.models.ingest.ingest import scan
+from orchmem.models.ingest import moves as ingest_moves_module
+from orchmem.models.ingest import scan as ingest_module
+from orchmem.models.ingest.scan import scan
 from orchmem.models.storage.db.database import Databases, OrchestratorDB
 from orchmem.models.storage.delivery import receipts as receipts_module
-from orchmem.models.storage.memories.memories import list_memories
-from orchmem.models.writeback import writeback as writeback_module
+from orchmem.models.storage.memories.rows import list_memories
+from orchmem.models.writeback import apply as writeback_module
 
 
 class Crash(BaseException):

@@ -14,9 +14,9 @@ import pytest
 from orchmem_testing import wait_until
 
 from orchmem.config import Settings
-from orchmem.models.ingest.ingest_outcomes import REASONS
+from orchmem.models.ingest.outcomes import REASONS
 from orchmem.models.storage.db.database import Databases
-from orchmem.models.storage.memories.memories import list_memories
+from orchmem.models.storage.memories.rows import list_memories
 from orchmem.models.workspace.memlog import read_log
 from orchmem.tasks.ingest import INGEST_SCAN
 from orchmem.tasks.writeback import WRITEBACK

@@ -25,12 +25,12 @@ from orchmem.models.storage.db.database import Databases
 from orchmem.models.workspace.memlog import read_log
 from orchmem.tasks.edits import EDIT
 from orchmem.tasks.writeback import WRITEBACK
-from orchmem.worker.client.client import MemoryClient
+from orchmem.worker.client.memory_client import MemoryClient
 from orchmem.worker.runtime import broker as broker_module
 from orchmem.worker.runtime.app import OrchmemCelery
 from orchmem.worker.runtime.broker import EmbeddedRedis
 from orchmem.worker.runtime.publish import publish
-from orchmem.worker.runtime.routing import queue_for, shard_for
+from orchmem.worker.runtime.shards import queue_for, shard_for
 
 MANUAL = {"sourceType": "manual", "capturedBy": "user"}
 HOSTILE_IDS = ["../x", "../../etc/passwd", "/abs/path", "a\x00b", "x" * 1024, "or\u0441h",

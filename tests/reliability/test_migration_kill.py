@@ -15,7 +15,7 @@ import pytest
 from memory_seed import as_schema, seed
 from orchmem_testing import make_settings
 
-from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.embedding.embedders import Embedder
 from orchmem.models.portability.export import FILES, export_jsonl
 from orchmem.models.storage.db.backup import check_backup, list_backups
 from orchmem.models.storage.db.database import Databases

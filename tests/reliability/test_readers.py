@@ -13,7 +13,7 @@ from typing import Any
 
 from orchmem_testing import free_port, make_settings, unique_id
 
-from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.embedding.embedders import Embedder
 from orchmem.models.storage.db.database import Databases
 from orchmem.models.storage.db.integrity import quarantine
 from orchmem.worker import MemoryClient

@@ -20,7 +20,7 @@ from orchmem.tasks.writeback import WRITEBACK
 from orchmem.worker.runtime.app import create_app
 from orchmem.worker.runtime.drain import drain
 from orchmem.worker.runtime.publish import publish
-from orchmem.worker.runtime.routing import shard_for
+from orchmem.worker.runtime.shards import shard_for
 
 MANUAL = {"sourceType": "manual", "capturedBy": "user"}
 

@@ -21,7 +21,7 @@ import redis
 from orchmem_testing import RedisServer, WorkerProcess, free_port, wait_until
 
 from orchmem.config import ConfigError, load_settings
-from orchmem.worker.client.client import MemoryClient
+from orchmem.worker.client.memory_client import MemoryClient
 from orchmem.worker.runtime.app import create_app
 from orchmem.worker.runtime.broker import redis_server_binary
 from orchmem.worker.runtime.redis_clients import broker_client, sentinel_hosts

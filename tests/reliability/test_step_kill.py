@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from orchmem.models.execlog.execlog import new_run_id
+from orchmem.models.execlog.rules import new_run_id
 
 HELPER = Path(__file__).with_name("step_kill_helper.py")
 ORCH = "step-kill"

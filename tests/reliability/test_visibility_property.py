@@ -49,16 +49,16 @@ from orchmem_testing import (
 )
 
 from orchmem.config import Settings
-from orchmem.models.core.schema import utc_now
-from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.core.shapes import utc_now
+from orchmem.models.embedding.embedders import Embedder
 from orchmem.models.portability.export import export_jsonl
 from orchmem.models.storage.db.database import Databases
-from orchmem.models.storage.memories.memories import get_nodes
+from orchmem.models.storage.memories.rows import get_nodes
 from orchmem.models.storage.visibility import EVERYTHING, View
 from orchmem.worker import MemoryClient
 from orchmem.worker.api.tokens import TokenStore
 from orchmem.worker.cli import main as cli_main
-from orchmem.worker.mcp.mcp_http import mcp_http_app
+from orchmem.worker.mcp.http import mcp_http_app
 from orchmem.worker.runtime.app import create_app
 
 BASE = "/v1/orchestrators"

@@ -63,7 +63,7 @@ def test_sigkill_while_holding_a_task_runs_it_exactly_once_after_restart(isolate
 
 
 def test_sigkill_during_an_ingest_scan_ingests_each_file_once_after_restart(isolated) -> None:  # type: ignore[no-untyped-def]
-    from orchmem.models.storage.memories.memories import list_memories
+    from orchmem.models.storage.memories.rows import list_memories
     from orchmem.tasks.ingest import INGEST_SCAN
 
     settings = isolated(shards=1, worker={"visibility_timeout_s": 3},

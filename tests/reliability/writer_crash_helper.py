@@ -26,9 +26,9 @@ from typing import Any
 
 # Imported before any fork, so a child starts writing at once.
 from orchmem.config import load_settings
-from orchmem.models.core.schema import EdgeInput, MemoryInput, derive_id, validate
+from orchmem.models.core.shapes import EdgeInput, MemoryInput, derive_id, validate
 from orchmem.models.storage.db.database import Databases
-from orchmem.models.writeback.writeback import write_memories
+from orchmem.models.writeback.apply import write_memories
 
 ORCH = "crash-loop"
 MEMORIES, EDGES = 12, 11

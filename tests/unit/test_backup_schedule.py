@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from orchmem.config import load_settings
 from orchmem.tasks.backups import BACKUP
-from orchmem.worker.runtime.routing import queue_for
 from orchmem.worker.runtime.schedule import beat_schedule
+from orchmem.worker.runtime.shards import queue_for
 
 
 def test_backups_are_scheduled_per_shard_on_the_control_queue() -> None:

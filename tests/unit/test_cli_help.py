@@ -69,7 +69,7 @@ def test_the_catalogue_names_every_command_with_its_own_short_help() -> None:
 #: What `orchmem --version` and `orchmem --help` must start without.
 HEAVY = ("celery", "kombu", "redis", "numpy", "torch", "sentence_transformers", "onnxruntime",
          "fastapi", "uvicorn", "mcp", "peewee", "orchmem.models", "orchmem.tasks",
-         "orchmem.worker.client.client")
+         "orchmem.worker.client.memory_client")
 
 
 @pytest.mark.parametrize("flag", ["--version", "--help"])
@@ -92,7 +92,7 @@ def test_version_and_help_import_no_service_or_model_library(flag: str) -> None:
 
 def test_the_public_names_still_import_from_orchmem_worker() -> None:
     from orchmem.worker import MemoryClient, RecallBundle, load_settings
-    from orchmem.worker.client.client import MemoryClient as defined
+    from orchmem.worker.client.memory_client import MemoryClient as defined
 
     assert MemoryClient is defined
     assert RecallBundle.__name__ == "RecallBundle" and callable(load_settings)

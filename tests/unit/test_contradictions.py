@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 from orchmem.models.core.contradictions import Contradiction, contradicted, unresolved
-from orchmem.models.core.schema import Status
+from orchmem.models.core.shapes import Status
 
 
 def edge(newer: Status, older: Status, n: int = 1) -> Contradiction:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from orchmem.models.reflection.crystals import by_topic, compile_topic, digest, extractive
-from orchmem.models.storage.reflection.reflection import StoredUnit
+from orchmem.models.storage.reflection.units import StoredUnit
 
 BASE = StoredUnit(row_id=1, memory_id="m1", type="Preference", content="", summary="",
                   importance=50, confidence=0.8, subject=None, value=None, stated=False,

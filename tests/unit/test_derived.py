@@ -9,7 +9,7 @@ from pathlib import Path
 from orchmem_testing import free_port, make_settings
 
 from orchmem.models.bulletin import working
-from orchmem.models.bulletin.bulletin import SNAPSHOT_JSON, SNAPSHOT_MD
+from orchmem.models.bulletin.compose import SNAPSHOT_JSON, SNAPSHOT_MD
 from orchmem.models.governance import derived
 from orchmem.models.storage.db.database import Databases
 from orchmem.models.storage.schema.tables import NOT_DERIVED_TABLES

@@ -9,7 +9,7 @@ import pytest
 from orchmem.config import MemoryValidationError, ScopeViolation
 from orchmem.config.memory_settings import ExecLogSettings
 from orchmem.models.execlog.episodes import first_sentence, summarize
-from orchmem.models.execlog.execlog import (
+from orchmem.models.execlog.rules import (
     check_log_request,
     check_run_id,
     digest_of,

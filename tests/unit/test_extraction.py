@@ -14,7 +14,7 @@ from orchmem_testing import finishes_within
 from orchmem.config import ExtractionBudgetExceeded, MemoryValidationError
 from orchmem.config.memory_settings import IngestSettings
 from orchmem.models.core.payloads import WritebackRequest
-from orchmem.models.core.schema import MemoryInput, MemoryType, validate
+from orchmem.models.core.shapes import MemoryInput, MemoryType, validate
 from orchmem.models.workspace.folders import Workspace
 from orchmem.models.writeback.extraction import (
     MAX_SENTENCE_CHARS,

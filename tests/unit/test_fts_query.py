@@ -10,11 +10,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from orchmem_testing import make_settings
 
-from orchmem.models.core.schema import MemoryInput, validate
+from orchmem.models.core.shapes import MemoryInput, validate
 from orchmem.models.language import textquery
 from orchmem.models.storage.db.database import Databases, OrchestratorDB
 from orchmem.models.storage.search import fts
-from orchmem.models.writeback.writeback import write_memories
+from orchmem.models.writeback.apply import write_memories
 
 EXAMPLES = int(os.environ.get("ORCHMEM_FUZZ_EXAMPLES", "2000"))
 HOSTILE = [

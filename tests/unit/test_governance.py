@@ -12,10 +12,10 @@ import pytest
 
 from orchmem.config import MemoryValidationError
 from orchmem.config.governance import SECRET_RULES, GovernanceSettings
-from orchmem.models.core.governance import TIER_OF_TYPE, Tier, tier_of
+from orchmem.models.core.governance_fields import TIER_OF_TYPE, Tier, tier_of
 from orchmem.models.core.payloads import ChannelTranscript, WorkflowOutput
-from orchmem.models.core.schema import MemoryInput, MemoryType, validate
-from orchmem.models.governance.governance_edits import ForgetPolicy, Patch
+from orchmem.models.core.shapes import MemoryInput, MemoryType, validate
+from orchmem.models.governance.policy_edits import ForgetPolicy, Patch
 from orchmem.models.recall.context_budget import count_tokens, within_budget
 from orchmem.models.storage.visibility import View, make_view
 from orchmem.models.writeback.secret_scores import score

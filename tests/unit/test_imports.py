@@ -35,7 +35,8 @@ def test_the_walk_finds_every_package() -> None:
     names = {module_name(p) for p in sources()}
     for package in PACKAGES:
         assert f"orchmem.{package}" in names
-    assert "orchmem.models.storage.memories.memories" in names and "orchmem.worker.client.client" in names
+    assert "orchmem.models.storage.memories.rows" in names
+    assert "orchmem.worker.client.memory_client" in names
 
 
 def test_imports_point_down_worker_tasks_models_config() -> None:

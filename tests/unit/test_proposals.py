@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from orchmem.models.core.payloads import WritebackRequest
-from orchmem.models.core.schema import validate
+from orchmem.models.core.shapes import validate
 from orchmem.models.workspace.folders import Workspace
 from orchmem.models.writeback.extraction import rules_extractor
 from orchmem.models.writeback.proposals import Proposals, build

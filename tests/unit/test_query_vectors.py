@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.embedding.embedders import Embedder
 from orchmem.models.embedding.query_vectors import QueryVectors, query_vectors
 
 

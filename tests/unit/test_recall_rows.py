@@ -4,7 +4,7 @@ is a plain tuple for speed, so a column added in the middle would shift them).""
 from __future__ import annotations
 
 from orchmem.models.storage.memories.validity_columns import TIME_COLUMNS_SQL
-from orchmem.models.storage.search import recall_reads
+from orchmem.models.storage.search import reads as recall_reads
 
 
 def test_the_named_positions_are_those_of_their_columns() -> None:

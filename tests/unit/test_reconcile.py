@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import numpy as np
 
 from orchmem.config.memory_settings import WritebackSettings
-from orchmem.models.core.schema import (
+from orchmem.models.core.shapes import (
     CapturedBy,
     EdgeType,
     MemoryInput,
@@ -16,7 +16,7 @@ from orchmem.models.core.schema import (
     SourceType,
     content_fingerprint,
 )
-from orchmem.models.storage.memories.memories import StoredMemory
+from orchmem.models.storage.memories.rows import StoredMemory
 from orchmem.models.writeback.reconcile import Proposed, decide, link, related
 
 SETTINGS = WritebackSettings()

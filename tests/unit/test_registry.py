@@ -12,14 +12,14 @@ import pytest
 from orchmem.config import ConfigError, EmbeddingError, MemoryValidationError, load_settings
 from orchmem.config.settings import EmbeddingSettings
 from orchmem.models.core.registry import resolve
-from orchmem.models.embedding.embedding import Embedder, get_embedder
+from orchmem.models.embedding.embedders import Embedder, get_embedder
 from orchmem.models.writeback.extraction import load_extractor, rules_extractor
 
 BUILT_IN = {"dumps": json.dumps}
 
 FAKE_EMBEDDER = '''
 import numpy as np
-from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.embedding.embedders import Embedder
 
 MADE = []
 

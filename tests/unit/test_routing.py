@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from orchmem.config import MemoryValidationError, load_settings
-from orchmem.worker.runtime.routing import ShardRouter, queue_for, shard_for
+from orchmem.worker.runtime.shards import ShardRouter, queue_for, shard_for
 
 
 def test_same_orchestrator_always_maps_to_the_same_queue() -> None:
@@ -27,7 +27,7 @@ PINNED_8_SHARDS = [5, 1, 3, 6, 4, 6, 7, 6, 5, 7, 6, 2]
 _MAPPING_SCRIPT = """
 import json
 from orchmem.config import load_settings
-from orchmem.worker.runtime.routing import queue_for, shard_for
+from orchmem.worker.runtime.shards import queue_for, shard_for
 s = load_settings(environ={}, shards=8)
 print(json.dumps({"shards": [shard_for(s, f"orch-{i}") for i in range(12)],
                   "queue": queue_for(s, "orch-a"), "hash": hash("orch-0")}))

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from orchmem.config import MemoryValidationError, ScopeViolation, check_orchestrator_id
-from orchmem.models.core.schema import (
+from orchmem.models.core.shapes import (
     EdgeInput,
     EdgeType,
     MemoryInput,

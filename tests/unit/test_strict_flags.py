@@ -13,7 +13,7 @@ from pydantic.fields import FieldInfo
 
 import orchmem.models
 import orchmem.worker
-from orchmem.models.core.schema import WireModel
+from orchmem.models.core.shapes import WireModel
 
 
 def _subclasses(cls: type) -> set[type]:

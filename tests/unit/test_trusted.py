@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pydantic import BaseModel, ConfigDict
 
-from orchmem.models.core.schema import (
+from orchmem.models.core.shapes import (
     CapturedBy,
     EdgeType,
     MemoryEdge,
@@ -17,7 +17,7 @@ from orchmem.models.core.schema import (
     Status,
 )
 from orchmem.models.core.trusted import trusted
-from orchmem.models.recall.recall import Neighbor, Provenance, RecallBundle, Scores, SourceRecord
+from orchmem.models.recall.search import Neighbor, Provenance, RecallBundle, Scores, SourceRecord
 
 
 def _same(built: BaseModel, constructed: BaseModel) -> None:

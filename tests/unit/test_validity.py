@@ -11,10 +11,10 @@ import pytest
 
 from orchmem.config import MemoryValidationError
 from orchmem.models.core.validity import check_as_of, valid_at
+from orchmem.models.recall.plans import boost_window, in_window, weigh_substance
 from orchmem.models.recall.ranking import Modifiers, Ranked
-from orchmem.models.recall.recall_time import boost_window, in_window, weigh_substance
 from orchmem.models.recall.router import Intent, Plan
-from orchmem.models.storage.search import recall_reads
+from orchmem.models.storage.search import reads as recall_reads
 
 NOW = datetime(2024, 6, 1, 12, 0, tzinfo=UTC)
 T = "2024-05-01T00:00:00.000000Z"

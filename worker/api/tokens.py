@@ -29,7 +29,7 @@ from orchmem.config import (
     Settings,
     check_orchestrator_id,
 )
-from orchmem.models.core.schema import format_ts, utc_now
+from orchmem.models.core.shapes import format_ts, utc_now
 from orchmem.models.workspace.folders import Workspace
 from orchmem.models.workspace.private import FILE_MODE, private_dir
 

@@ -17,7 +17,7 @@ from orchmem.config import (
     check_orchestrator_id,
     load_settings,
 )
-from orchmem.models.core.schema import MemoryType, Status
+from orchmem.models.core.shapes import MemoryType, Status
 from orchmem.models.storage.db.database import known_orchestrators
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from orchmem.config import MemoryNotFound, OrchmemError, Settings
-from orchmem.models.embedding.embedding import get_embedder
+from orchmem.models.embedding.embedders import get_embedder
 from orchmem.models.portability.rebuild import rebuild as rebuild_parts
 from orchmem.models.storage.db.backup import (
     check_backup,

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from orchmem.config import OrchmemError
-from orchmem.models.core.schema import EdgeType
+from orchmem.models.core.shapes import EdgeType
 from orchmem.models.governance.history import history as memory_history
 from orchmem.models.storage.visibility import make_view
 from orchmem.tasks.edits import EDIT

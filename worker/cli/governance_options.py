@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 
 import click
 
-from orchmem.models.core.governance import Scope, Sensitivity, Tier
+from orchmem.models.core.governance_fields import Scope, Sensitivity, Tier
 
 F = TypeVar("F", bound=Callable[..., Any])
 TIERS = [t.value for t in Tier]

@@ -8,9 +8,9 @@ from typing import Any
 import click
 
 from orchmem.config import MemoryValidationError
-from orchmem.models.core.schema import check_memory_id, format_ts, parse_ts
-from orchmem.models.execlog.execlog import check_run_id
-from orchmem.models.storage.execlog.execlog import events_of_memory, read_log
+from orchmem.models.core.shapes import check_memory_id, format_ts, parse_ts
+from orchmem.models.execlog.rules import check_run_id
+from orchmem.models.storage.execlog.entries import events_of_memory, read_log
 from orchmem.worker.cli.common import (
     Cli,
     emit,

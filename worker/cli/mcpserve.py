@@ -28,14 +28,14 @@ def mcp(cli: Cli, orchestrator_id: str, immediate: bool, http: bool, address: st
     bulletin, forget, supersede and the resource memory://bulletin."""
     check_orchestrator_id(orchestrator_id)
     if not http:
-        from orchmem.worker.mcp.mcp_server import create_mcp
+        from orchmem.worker.mcp.server import create_mcp
 
         create_mcp(cli.settings, orchestrator_id, immediate=immediate).run("stdio")
         return
     import uvicorn
 
     from orchmem.worker.api.tokens import TokenStore
-    from orchmem.worker.mcp.mcp_http import mcp_http_app
+    from orchmem.worker.mcp.http import mcp_http_app
 
     settings = with_overrides(cli.settings, address=address)
     store = TokenStore(settings)

@@ -12,13 +12,13 @@ from celery.exceptions import TimeoutError as CeleryTimeout
 
 from orchmem.config import BrokerUnavailable, OrchmemError, Settings
 from orchmem.models.core.payloads import DEFAULT_SOURCE, check_writeback
-from orchmem.models.core.schema import MemoryInput, Status
-from orchmem.models.ingest.ingest_files import settle_s
-from orchmem.models.recall.recall import RecallBundle
-from orchmem.models.recall.recall import recall as recall_memories
+from orchmem.models.core.shapes import MemoryInput, Status
+from orchmem.models.ingest.files import settle_s
+from orchmem.models.recall.search import RecallBundle
+from orchmem.models.recall.search import recall as recall_memories
 from orchmem.models.storage.db.database import Databases, OrchestratorDB, known_orchestrators
 from orchmem.models.storage.db.stats import stats as memory_stats
-from orchmem.models.storage.memories.memories import list_memories
+from orchmem.models.storage.memories.rows import list_memories
 from orchmem.models.storage.visibility import View, make_view
 from orchmem.models.workspace.folders import Workspace
 from orchmem.tasks.ingest import INGEST_SCAN
@@ -38,14 +38,14 @@ from orchmem.worker.cli.common import (
     require_orchestrator,
 )
 from orchmem.worker.cli.governance_options import governance_fields, view_options, write_options
-from orchmem.worker.client.client import MemoryClient
 from orchmem.worker.client.handles import found_by
+from orchmem.worker.client.memory_client import MemoryClient
 from orchmem.worker.client.remote import ask_reader, running_reader_serves
 from orchmem.worker.runtime.app import create_app
 from orchmem.worker.runtime.broker import broker_url
 from orchmem.worker.runtime.publish import publish
 from orchmem.worker.runtime.redis_clients import broker_client
-from orchmem.worker.runtime.routing import all_queues, queue_for, shard_for
+from orchmem.worker.runtime.shards import all_queues, queue_for, shard_for
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ import click
 from celery import signals as celery_signals
 
 from orchmem.config import OrchmemError
-from orchmem.models.embedding.embedding import get_embedder
+from orchmem.models.embedding.embedders import get_embedder
 from orchmem.models.embedding.reembed import remaining
 from orchmem.models.storage.db.database import Databases, known_orchestrators
 from orchmem.models.storage.db.degraded import degraded_info
@@ -37,8 +37,8 @@ from orchmem.worker.runtime.broker import (
 from orchmem.worker.runtime.drain import drain
 from orchmem.worker.runtime.metrics import start_metrics
 from orchmem.worker.runtime.publish import publish
-from orchmem.worker.runtime.routing import shard_queues
 from orchmem.worker.runtime.schedule import beat_schedule
+from orchmem.worker.runtime.shards import shard_queues
 
 
 def _shards(cli: Cli, shards: tuple[int, ...]) -> list[int]:

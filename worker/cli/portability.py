@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from orchmem.config import ImportRejected, MemoryNotFound
-from orchmem.models.embedding.embedding import get_embedder
+from orchmem.models.embedding.embedders import get_embedder
 from orchmem.models.portability.export import export_jsonl, export_markdown
 from orchmem.models.portability.import_files import read_manifest
 from orchmem.models.portability.importer import import_folder

@@ -8,14 +8,14 @@ import click
 from celery import signals as celery_signals
 
 from orchmem.config import OrchmemError
-from orchmem.models.embedding.embedding import get_embedder
+from orchmem.models.embedding.embedders import get_embedder
 from orchmem.worker.cli.common import Cli, pass_cli
 from orchmem.worker.cli.ops import WAIT_BROKER, _shards
 from orchmem.worker.ops.readiness import on_ready, ready_file_option
 from orchmem.worker.runtime.app import NoReturnValues, create_app
 from orchmem.worker.runtime.broker import wait_for_broker
 from orchmem.worker.runtime.metrics import start_metrics
-from orchmem.worker.runtime.routing import read_queue_name
+from orchmem.worker.runtime.shards import read_queue_name
 
 
 @click.command()

@@ -9,7 +9,7 @@ import click
 
 from orchmem.config import OrchmemError
 from orchmem.models.storage.reflection.insights import list_proposals
-from orchmem.models.storage.reflection.reflection import topic_counts
+from orchmem.models.storage.reflection.units import topic_counts
 from orchmem.tasks.reflect import REFLECT, REVIEW
 from orchmem.worker.cli.common import Cli, emit, fail, json_option, one_line, orch_option, pass_cli
 from orchmem.worker.cli.memory import open_existing, wait_for

@@ -53,8 +53,8 @@ def serve(cli: Cli, address: str | None, port: int | None, immediate: bool | Non
     of the orchestrator it names (`orchmem token create`)."""
     import uvicorn
 
-    from orchmem.worker.api.api import create_api
-    from orchmem.worker.api.api_server import server_config
+    from orchmem.worker.api.app import create_api
+    from orchmem.worker.api.server import server_config
 
     settings = with_overrides(cli.settings, address=address, port=port, immediate=immediate)
     store = TokenStore(settings)

@@ -14,7 +14,7 @@ from typing import Literal
 from orchmem.config.settings import MemorySettings
 from orchmem.models.recall.context import render_context
 from orchmem.models.recall.context_budget import relevant_memory, within_budget
-from orchmem.models.recall.recall import RecallBundle
+from orchmem.models.recall.search import RecallBundle
 from orchmem.models.storage.visibility import make_view
 from orchmem.worker.client.handles import BulletinResult, Context
 from orchmem.worker.client.remote import empty_bundle

@@ -1,4 +1,4 @@
-"""The governance calls of :class:`~orchmem.worker.client.client.MemoryClient`: reads by id
+"""The governance calls of :class:`~orchmem.worker.client.memory_client.MemoryClient`: reads by id
 through a view, forget by policy, patch, invalidate, recover, and a bulletin for one session or
 project.
 
@@ -14,11 +14,11 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from orchmem.config import OrchmemError
-from orchmem.models.bulletin.bulletin import build
-from orchmem.models.core.schema import MemoryNode, utc_now
+from orchmem.models.bulletin.compose import build
+from orchmem.models.core.shapes import MemoryNode, utc_now
 from orchmem.models.governance.restricted_reads import audit_restricted_get
-from orchmem.models.recall.recall import check_scope
-from orchmem.models.storage.memories.memories import get_nodes
+from orchmem.models.recall.search import check_scope
+from orchmem.models.storage.memories.rows import get_nodes
 from orchmem.models.storage.visibility import View, make_view
 from orchmem.worker.client.handles import BulletinResult, WriteHandle
 

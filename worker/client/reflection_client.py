@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from orchmem.config import OrchmemError
 from orchmem.models.bulletin import working
-from orchmem.models.core.schema import validate_with
+from orchmem.models.core.shapes import validate_with
 from orchmem.models.reflection.review import REVIEW_ADAPTER
 from orchmem.models.storage.reflection.insights import list_proposals
 from orchmem.tasks.reflect import REFLECT, REVIEW

@@ -26,16 +26,16 @@ import redis
 from pydantic import ValidationError
 
 from orchmem.config import OrchmemError
-from orchmem.models.recall.recall import RecallBundle
+from orchmem.models.recall.search import RecallBundle
 from orchmem.models.storage.visibility import DEFAULT_VIEW, View
 from orchmem.models.workspace.folders import STORED_DATA
 from orchmem.tasks.publish import send
 from orchmem.tasks.read import RECALL_READ, ReaderAnswer, new_reply_key
 from orchmem.worker.runtime.redis_clients import broker_client
-from orchmem.worker.runtime.routing import queue_for
+from orchmem.worker.runtime.shards import queue_for
 
 if TYPE_CHECKING:
-    from orchmem.worker.client.client import MemoryClient
+    from orchmem.worker.client.memory_client import MemoryClient
     from orchmem.worker.runtime.app import OrchmemCelery
 
 

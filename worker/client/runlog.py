@@ -42,7 +42,7 @@ from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, cast
 
-from orchmem.models.execlog.execlog import (
+from orchmem.models.execlog.rules import (
     check_log_request,
     digest_of,
     event_id_for,
@@ -54,7 +54,7 @@ from orchmem.worker.client.handles import WriteHandle
 
 if TYPE_CHECKING:
     from orchmem.config.memory_settings import MemorySettings
-    from orchmem.worker.client.client import MemoryClient
+    from orchmem.worker.client.memory_client import MemoryClient
 
 
 class LogCalls:
@@ -71,7 +71,7 @@ class LogCalls:
 
     def log_event(self, *, events: Sequence[dict[str, Any]],
                   idempotency_key: str | None = None) -> WriteHandle:
-        """Append events to the execution log (see :mod:`orchmem.models.execlog.execlog`);
+        """Append events to the execution log (see :mod:`orchmem.models.execlog.rules`);
         returns a handle at once, refused (``ok`` False, field errors) like a write-back."""
         payload: dict[str, Any] = {"events": list(events) if isinstance(events, list | tuple)
                                    else events}  # anything else: refused by the check

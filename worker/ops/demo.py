@@ -23,8 +23,8 @@ from orchmem.config import Settings
 from orchmem.examples import ReferenceOrchestrator, Reply
 from orchmem.models.workspace.memlog import read_log
 from orchmem.models.workspace.private import private_dir, write_private
-from orchmem.worker.client.client import MemoryClient
 from orchmem.worker.client.handles import WriteHandle, found_by
+from orchmem.worker.client.memory_client import MemoryClient
 from orchmem.worker.ops.tomlwrite import to_toml
 from orchmem.worker.runtime.app import create_app
 from orchmem.worker.runtime.broker import EmbeddedRedis
@@ -193,7 +193,7 @@ def _diagnostics(trace: Trace, bot: ReferenceOrchestrator) -> None:
 def _denied(trace: Trace, clients: dict[str, MemoryClient]) -> None:
     trace.rule("home-helper asks for acme-support's memory")
     # The client also logs the denial as a WARNING; the trace shows it once, below.
-    client_log = logging.getLogger("orchmem.worker.client.client")
+    client_log = logging.getLogger("orchmem.worker.client.memory_client")
     level = client_log.level
     client_log.setLevel(logging.ERROR)
     try:

@@ -16,14 +16,14 @@ from celery import Celery, signals
 from kombu import Queue
 
 from orchmem.config import MemoryValidationError, Settings
-from orchmem.models.embedding.embedding import get_embedder
+from orchmem.models.embedding.embedders import get_embedder
 from orchmem.models.storage.db.database import Databases
 from orchmem.tasks.maintenance import FANOUT
 from orchmem.tasks.publish import send
 from orchmem.worker.runtime.broker import broker_url as resolve_broker_url
 from orchmem.worker.runtime.redis_clients import broker_client
 from orchmem.worker.runtime.redis_transport import transport_for
-from orchmem.worker.runtime.routing import ShardRouter, all_queues, queue_name, read_queues
+from orchmem.worker.runtime.shards import ShardRouter, all_queues, queue_name, read_queues
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ import redis
 
 from orchmem.config import BrokerUnavailable, Settings
 from orchmem.worker.runtime.redis_clients import broker_client
-from orchmem.worker.runtime.routing import control_queue_name
+from orchmem.worker.runtime.shards import control_queue_name
 
 
 def stale_queues(settings: Settings, client: redis.Redis) -> list[str]:

@@ -6,7 +6,7 @@ from typing import Any
 
 from orchmem.config import Settings
 from orchmem.tasks.maintenance import FANOUT
-from orchmem.worker.runtime.routing import control_queue_name
+from orchmem.worker.runtime.shards import control_queue_name
 
 
 def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from orchmem.config import MemoryCorrupt, StorageError
-from orchmem.models.core.schema import format_ts, utc_now
+from orchmem.models.core.shapes import format_ts, utc_now
 from orchmem.models.storage.schema.tables import (
     META_EMBEDDING_DELETES,
     META_ORCHESTRATOR_ID,

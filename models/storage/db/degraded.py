@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 from orchmem.config import MemoryDegraded
-from orchmem.models.core.schema import format_ts, utc_now
+from orchmem.models.core.shapes import format_ts, utc_now
 from orchmem.models.workspace.folders import Workspace
 from orchmem.models.workspace.private import write_private
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchmem.config import MemoryCorrupt, MemoryDisabled, StorageError, check_no_case_twin
-from orchmem.models.core.schema import format_ts, utc_now
+from orchmem.models.core.shapes import format_ts, utc_now
 from orchmem.models.storage.schema.tables import (
     META_ORCHESTRATOR_ID,
     META_SCHEMA_VERSION,

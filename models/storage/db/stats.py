@@ -8,13 +8,13 @@ from typing import Any
 
 from peewee import JOIN
 
-from orchmem.models.core.governance import Scope, Sensitivity, Tier
+from orchmem.models.core.governance_fields import Scope, Sensitivity, Tier
 from orchmem.models.storage.db.database import OrchestratorDB
 from orchmem.models.storage.db.degraded import degraded_info
 from orchmem.models.storage.execlog.watermark import projection_status
 from orchmem.models.storage.memories.retention_reads import last_run
 from orchmem.models.storage.memories.selection import count_by
-from orchmem.models.storage.reflection.reflection import reflection_stats
+from orchmem.models.storage.reflection.units import reflection_stats
 from orchmem.models.storage.schema.tables import (
     DeadLetterRow,
     MemoryEdgeRow,

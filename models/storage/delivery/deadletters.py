@@ -7,7 +7,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from orchmem.models.core.schema import (
+from orchmem.models.core.shapes import (
     format_ts,
     utc_now,
 )

@@ -12,7 +12,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from orchmem.models.core.schema import format_ts, utc_now
+from orchmem.models.core.shapes import format_ts, utc_now
 from orchmem.models.storage.db.database import OrchestratorDB
 from orchmem.models.storage.schema.tables import IngestManifestRow
 

@@ -28,7 +28,7 @@ from typing import Any
 from peewee import DatabaseError
 
 from orchmem.config import StorageError
-from orchmem.models.core.schema import format_ts, utc_now
+from orchmem.models.core.shapes import format_ts, utc_now
 from orchmem.models.storage.db.database import GuardedSqliteDatabase, OrchestratorDB
 from orchmem.models.storage.delivery import receipts
 from orchmem.models.workspace.private import private_database, private_dir

@@ -31,7 +31,7 @@ from datetime import timedelta
 from typing import Any
 
 from orchmem.config import StorageError
-from orchmem.models.core.schema import format_ts, utc_now
+from orchmem.models.core.shapes import format_ts, utc_now
 from orchmem.models.storage.db.database import OrchestratorDB
 from orchmem.models.storage.db.statements import placeholders, run, run_many
 from orchmem.models.storage.schema.tables import TaskReceiptRow

@@ -16,7 +16,7 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from orchmem.models.storage.execlog.execlog import has_log
+from orchmem.models.storage.execlog.entries import has_log
 from orchmem.models.storage.search.fts import optimize_index
 
 if TYPE_CHECKING:

@@ -20,8 +20,8 @@ import json
 import time
 from typing import TYPE_CHECKING, Any
 
-from orchmem.models.execlog.execlog import LOG_SCHEMA_VERSION
-from orchmem.models.storage.execlog.execlog import has_log
+from orchmem.models.execlog.rules import LOG_SCHEMA_VERSION
+from orchmem.models.storage.execlog.entries import has_log
 
 if TYPE_CHECKING:
     from orchmem.models.storage.db.database import OrchestratorDB

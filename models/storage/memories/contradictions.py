@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from orchmem.models.core.contradictions import Contradiction
-from orchmem.models.core.schema import EdgeType, Status
+from orchmem.models.core.shapes import EdgeType, Status
 from orchmem.models.storage.db.database import OrchestratorDB
 from orchmem.models.storage.search import row_cache
 

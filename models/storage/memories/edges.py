@@ -6,7 +6,7 @@ import logging
 from collections.abc import Sequence
 
 from orchmem.config import MemoryNotFound
-from orchmem.models.core.schema import (
+from orchmem.models.core.shapes import (
     EdgeInput,
     EdgeType,
     MemoryEdge,
@@ -18,7 +18,7 @@ from orchmem.models.core.schema import (
 from orchmem.models.storage.db.database import OrchestratorDB
 from orchmem.models.storage.db.statements import run
 from orchmem.models.storage.memories.events import add_event
-from orchmem.models.storage.memories.memories import exists
+from orchmem.models.storage.memories.rows import exists
 from orchmem.models.storage.reflection.insights import CONFLICT, open_insight
 from orchmem.models.storage.schema.tables import (
     MemoryEdgeRow,

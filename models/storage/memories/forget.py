@@ -14,7 +14,7 @@ import json
 import re
 import time
 
-from orchmem.models.core.schema import Status, format_ts, utc_now
+from orchmem.models.core.shapes import Status, format_ts, utc_now
 from orchmem.models.storage.db.database import OrchestratorDB
 from orchmem.models.storage.memories.events import naming
 from orchmem.models.storage.schema.tables import (

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from orchmem.models.core.governance import Scope, Sensitivity, Tier
+from orchmem.models.core.governance_fields import Scope, Sensitivity, Tier
 
 
 def governance_fields(tier: str, scope: str, session_id: str | None, project_id: str | None,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchmem.models.core.schema import Status, format_ts, utc_now
+from orchmem.models.core.shapes import Status, format_ts, utc_now
 from orchmem.models.storage.schema.tables import MemoryRow
 
 

@@ -8,15 +8,15 @@ from typing import Any
 
 from peewee import SQL
 
-from orchmem.models.core.schema import MemoryEdge, MemoryNode
+from orchmem.models.core.shapes import MemoryEdge, MemoryNode
 from orchmem.models.storage.db.database import OrchestratorDB
 from orchmem.models.storage.memories.edges import edges_touching, row_to_edge
 from orchmem.models.storage.memories.events import naming
-from orchmem.models.storage.memories.memories import row_to_node
 from orchmem.models.storage.memories.provenance import CapturedSource, sources_of
+from orchmem.models.storage.memories.rows import row_to_node
 from orchmem.models.storage.memories.validity_columns import memory_fields
 from orchmem.models.storage.schema.tables import MemoryEventRow, MemoryRow
-from orchmem.models.storage.search.recall_reads import passing
+from orchmem.models.storage.search.reads import passing
 from orchmem.models.storage.visibility import ALL_STATUSES, View, mentioned
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from peewee import FloatField, IntegerField, Model
 
-from orchmem.models.core.governance import TIER_OF_TYPE, Tier
+from orchmem.models.core.governance_fields import TIER_OF_TYPE, Tier
 from orchmem.models.storage.db.database import OrchestratorDB
 from orchmem.models.storage.memories.events import set_meta
 from orchmem.models.storage.schema.tables import (
@@ -213,8 +213,9 @@ def export_meta(odb: OrchestratorDB) -> dict[str, Any]:
 
 
 def vector_rows(odb: OrchestratorDB, left_out: set[str]) -> Iterator[dict[str, Any]]:
-    """Each live memory's stored vector for ``vectors.jsonl`` (models/portability/export_vectors.py),
-    sorted by memoryId, the vector as base64 of its float32 bytes (inside ``odb.read()``)."""
+    """Each live memory's stored vector for ``vectors.jsonl``
+    (models/portability/export_vectors.py), sorted by memoryId, the vector as base64 of its
+    float32 bytes (inside ``odb.read()``)."""
     for memory_id, embedder, dim, blob in odb.sql(
             "SELECT e.memory_id, e.embedder, e.dim, e.vector FROM memory_embeddings e "
             f"JOIN memories m ON m.memory_id = e.memory_id WHERE {live('m')} "

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from orchmem.models.core.schema import CapturedBy, Source, SourceType
+from orchmem.models.core.shapes import CapturedBy, Source, SourceType
 from orchmem.models.storage.schema.tables import MemorySourceRow
 
 if TYPE_CHECKING:

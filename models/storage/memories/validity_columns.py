@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from peewee import Field
 
-from orchmem.models.core.schema import MemoryInput, format_ts, utc_now
+from orchmem.models.core.shapes import MemoryInput, format_ts, utc_now
 from orchmem.models.language.timeexpr import resolve
 from orchmem.models.storage.db.statements import run
 from orchmem.models.storage.schema.tables import MemoryRow

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchmem.models.core.contradictions import Contradiction
-from orchmem.models.core.schema import EdgeType, Status, format_ts, utc_now
+from orchmem.models.core.shapes import EdgeType, Status, format_ts, utc_now
 from orchmem.models.storage.db.database import OrchestratorDB
 from orchmem.models.storage.memories.contradictions import contradictions
 from orchmem.models.storage.schema.migrations import schema_version

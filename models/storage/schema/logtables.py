@@ -1,4 +1,4 @@
-"""Tables of the execution log and its episodes (schema 5): see models/execlog/execlog.py.
+"""Tables of the execution log and its episodes (schema 5): see models/execlog/rules.py.
 
 ``log_events`` is append-only: a row is never deleted, and only a hard forget
 changes one (redaction.py: its text and data go, its id, digest and times stay, and

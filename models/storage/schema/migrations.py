@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING
 
 import peewee
 
-from orchmem.models.core.schema import format_ts, utc_now
+from orchmem.models.core.shapes import format_ts, utc_now
 from orchmem.models.storage.db.backup import restore_backup, take_backup
 from orchmem.models.storage.db.degraded import mark_degraded
 from orchmem.models.storage.schema import (

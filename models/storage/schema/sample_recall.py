@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from orchmem.models.storage.schema.tables import live
-from orchmem.models.storage.search import fts, recall_reads
+from orchmem.models.storage.search import fts
+from orchmem.models.storage.search import reads as recall_reads
 from orchmem.models.storage.visibility import ALL_STATUSES, EVERYTHING
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from orchmem.config.governance import SECRET_RULES
-from orchmem.models.core.governance import TIER_OF_TYPE
+from orchmem.models.core.governance_fields import TIER_OF_TYPE
 from orchmem.models.storage.schema import governance_kept
 
 if TYPE_CHECKING:

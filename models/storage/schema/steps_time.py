@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from orchmem.models.core.schema import parse_ts
+from orchmem.models.core.shapes import parse_ts
 from orchmem.models.language.timeexpr import resolve
 
 if TYPE_CHECKING:

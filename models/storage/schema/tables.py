@@ -268,7 +268,8 @@ class InsightRow(_Table):
 
 
 class ProposalRow(_Table):
-    """A relation newer -> older that reflection proposed (schema 6; models/reflection/evolves.py)."""
+    """A relation newer -> older that reflection proposed (schema 6;
+    models/reflection/evolves.py)."""
 
     proposal_id = CharField(primary_key=True)
     relation = CharField()  # replaces | challenges | refines

@@ -6,14 +6,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from orchmem.models.bulletin.bulletin_facts import Conflict, Facts, Item
+from orchmem.models.bulletin.facts import Conflict, Facts, Item
 from orchmem.models.core.contradictions import Contradiction
-from orchmem.models.core.schema import Status
+from orchmem.models.core.shapes import Status
 from orchmem.models.storage.db.database import OrchestratorDB
 from orchmem.models.storage.reflection.insights import conflicts as open_conflicts
-from orchmem.models.storage.reflection.reflection import crystal_of
+from orchmem.models.storage.reflection.units import crystal_of
 from orchmem.models.storage.schema.tables import META_EVENT_WATERMARK, live
-from orchmem.models.storage.search.recall_reads import passing
+from orchmem.models.storage.search.reads import passing
 from orchmem.models.storage.visibility import ALL_STATUSES, View
 
 _COLUMNS = "memory_id, type, summary, importance, confidence, created_at"

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from orchmem.models.core.schema import format_ts, utc_now
-from orchmem.models.embedding.embedding import vector_to_blob
+from orchmem.models.core.shapes import format_ts, utc_now
+from orchmem.models.embedding.embedders import vector_to_blob
 from orchmem.models.storage.db.database import OrchestratorDB
 from orchmem.models.storage.db.statements import run, run_many
 from orchmem.models.storage.memories.events import bump_meta, set_meta

@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from orchmem.models.core.schema import EdgeType, Flag, ShortText, WireModel
+from orchmem.models.core.shapes import EdgeType, Flag, ShortText, WireModel
 
 Reason = Annotated[str, Field(strict=True, min_length=1, max_length=500)]
 Query = Annotated[str, Field(strict=True, max_length=100_000)]

@@ -29,9 +29,9 @@ from datetime import datetime
 from typing import Any
 
 from orchmem.config.memory_settings import BulletinSettings
-from orchmem.models.bulletin.bulletin_facts import Conflict, Facts, Item
+from orchmem.models.bulletin.facts import Conflict, Facts, Item
 from orchmem.models.core.contradictions import unresolved
-from orchmem.models.core.schema import format_ts, parse_ts
+from orchmem.models.core.shapes import format_ts, parse_ts
 from orchmem.models.storage.db.database import OrchestratorDB
 from orchmem.models.storage.search import bulletin_reads
 from orchmem.models.storage.visibility import DEFAULT_VIEW, View

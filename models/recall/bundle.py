@@ -1,6 +1,6 @@
 """The recall bundle: its wire models, and its parts built from the rows recall read.
 
-A bundle is the answer of :func:`orchmem.models.recall.recall.recall`: the nodes best first
+A bundle is the answer of :func:`orchmem.models.recall.search.recall`: the nodes best first
 with the scores that ranked them, the edges among and next to them, the neighbouring
 memories those edges reach, and the sources of each node (at most
 :data:`MAX_SOURCES_PER_MEMORY`). Its models are built with :func:`trusted` from values
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchmem.models.core.schema import (
+from orchmem.models.core.shapes import (
     Flag,
     MemoryEdge,
     MemoryNode,
@@ -23,7 +23,8 @@ from orchmem.models.core.schema import (
 from orchmem.models.core.trusted import trusted
 from orchmem.models.recall.ranking import Ranked
 from orchmem.models.storage.memories.provenance import CapturedSource
-from orchmem.models.storage.search import recall_reads, row_cache
+from orchmem.models.storage.search import reads as recall_reads
+from orchmem.models.storage.search import row_cache
 
 MAX_SOURCES_PER_MEMORY = 5
 
@@ -88,7 +89,7 @@ class RecallBundle(WireModel):
     episodes: list[dict[str, Any]] = []
     #: The execution log's seq and how far recall's projections lag it (watermark.py).
     watermark: dict[str, Any] = {}
-    #: The router's plan and the as-of / latest asked (models/recall/recall_time.py), or None.
+    #: The router's plan and the as-of / latest asked (models/recall/plans.py), or None.
     plan: dict[str, Any] | None = None
 
     @property

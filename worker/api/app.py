@@ -3,7 +3,7 @@ and in other languages (``orchmem serve``).
 
 Every path under ``/v1/orchestrators/{orchestratorId}/`` needs a bearer token bound to
 that orchestrator (:mod:`.api_auth`); ``GET /v1/health`` and ``GET /openapi.json`` need
-none. Each handler parses, calls one :class:`~orchmem.worker.client.client.MemoryClient`
+none. Each handler parses, calls one :class:`~orchmem.worker.client.memory_client.MemoryClient`
 method, and shapes its result: the domain stays in the client.
 
 =========================  =====================================================
@@ -43,11 +43,11 @@ from starlette.responses import JSONResponse, Response
 
 from orchmem.config import MemoryValidationError, OrchmemError, Settings
 from orchmem.models.core.payloads import WritebackRequest
-from orchmem.worker.api.api_errors import error_body, error_response, json_error
-from orchmem.worker.api.api_middleware import AccessLog, BodyLimit
-from orchmem.worker.api.api_models import BODY_MODELS
-from orchmem.worker.api.api_routes import router
-from orchmem.worker.api.api_state import ApiState
+from orchmem.worker.api.bodies import BODY_MODELS
+from orchmem.worker.api.errors import error_body, error_response, json_error
+from orchmem.worker.api.middleware import AccessLog, BodyLimit
+from orchmem.worker.api.routes import router
+from orchmem.worker.api.state import ApiState
 from orchmem.worker.api.tokens import TokenStore
 
 logger = logging.getLogger(__name__)

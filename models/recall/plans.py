@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from datetime import date, timedelta
 from typing import Any
 
-from orchmem.models.core.schema import MemoryType, Status
+from orchmem.models.core.shapes import MemoryType, Status
 from orchmem.models.core.validity import valid_at
 from orchmem.models.language.speakers import has_topic, speaker, without
 from orchmem.models.language.substance import Kind, kind
@@ -35,7 +35,8 @@ from orchmem.models.recall.ranking import Modifiers, Ranked
 from orchmem.models.recall.router import MAX_DATED_SCAN, Plan
 from orchmem.models.storage.db.database import OrchestratorDB
 from orchmem.models.storage.memories import chains
-from orchmem.models.storage.search import fts, neighbours, recall_reads, row_cache, vectors
+from orchmem.models.storage.search import fts, neighbours, row_cache, vectors
+from orchmem.models.storage.search import reads as recall_reads
 
 Row = tuple[Any, ...]
 Keep = Callable[[str], bool]

@@ -16,9 +16,9 @@ import threading
 from dataclasses import dataclass
 
 from orchmem.config import MemoryNotFound, ScopeViolation
-from orchmem.models.recall.recall import deny
+from orchmem.models.recall.search import deny
 from orchmem.models.storage.db.database import Databases
-from orchmem.worker.api.api_errors import Unauthorized
+from orchmem.worker.api.errors import Unauthorized
 from orchmem.worker.api.tokens import TokenStore
 
 logger = logging.getLogger(__name__)

@@ -27,8 +27,8 @@ import numpy as np
 
 from orchmem.config import MemoryValidationError
 from orchmem.models.bulletin.working import MAX_AGE, path_of, refresh, written
-from orchmem.models.core.schema import derive_id, format_ts, utc_now
-from orchmem.models.embedding.embedding import Embedder
+from orchmem.models.core.shapes import derive_id, format_ts, utc_now
+from orchmem.models.embedding.embedders import Embedder
 from orchmem.models.reflection.crystallize import crystallize
 from orchmem.models.reflection.crystals import Summariser, by_topic, extractive
 from orchmem.models.reflection.evolves import Proposal, auto_applies, propose
@@ -36,9 +36,10 @@ from orchmem.models.reflection.review import accept_in_transaction
 from orchmem.models.reflection.topics import Unit, assign
 from orchmem.models.storage.db.database import OrchestratorDB
 from orchmem.models.storage.memories.events import set_meta, watermark
-from orchmem.models.storage.reflection import insights, reflection
+from orchmem.models.storage.reflection import insights
+from orchmem.models.storage.reflection import units as reflection
 from orchmem.models.storage.reflection.insights import StoredProposal
-from orchmem.models.storage.reflection.reflection import StoredUnit
+from orchmem.models.storage.reflection.units import StoredUnit
 from orchmem.models.storage.search.vectors import VectorIndex, index_for
 
 META_CURSOR = "reflect_cursor"

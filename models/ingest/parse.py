@@ -22,9 +22,9 @@ from pydantic import Field
 from orchmem.config import IngestRejected, MemoryValidationError, ScopeViolation
 from orchmem.config.errors import ExtractionBudgetExceeded
 from orchmem.config.memory_settings import IngestSettings
-from orchmem.models.core.schema import EdgeInput, MemoryInput, WireModel, validate
-from orchmem.models.ingest.ingest_files import Candidate, read_checked, size_of
-from orchmem.models.ingest.ingest_outcomes import Rejection, reject
+from orchmem.models.core.shapes import EdgeInput, MemoryInput, WireModel, validate
+from orchmem.models.ingest.files import Candidate, read_checked, size_of
+from orchmem.models.ingest.outcomes import Rejection, reject
 from orchmem.models.workspace.folders import Workspace
 from orchmem.models.writeback.extraction import ExtractionBudget, extract_document
 from orchmem.models.writeback.reconcile import Proposed

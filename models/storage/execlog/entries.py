@@ -13,8 +13,8 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from orchmem.models.core.schema import format_ts
-from orchmem.models.execlog.execlog import (
+from orchmem.models.core.shapes import format_ts
+from orchmem.models.execlog.rules import (
     LOG_SCHEMA_VERSION,
     LogEventInput,
     digest_of,

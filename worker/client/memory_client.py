@@ -36,12 +36,12 @@ from orchmem.config import (
     check_orchestrator_id,
     load_settings,
 )
-from orchmem.models.bulletin.bulletin import Bulletin
+from orchmem.models.bulletin.compose import Bulletin
 from orchmem.models.core.payloads import check_writeback, with_default_sources
-from orchmem.models.core.schema import format_ts, utc_now, validate_with
-from orchmem.models.execlog.execlog import check_step_events
+from orchmem.models.core.shapes import format_ts, utc_now, validate_with
+from orchmem.models.execlog.rules import check_step_events
 from orchmem.models.governance.edits import EDIT_ADAPTER
-from orchmem.models.recall.recall import RecallBundle, recall
+from orchmem.models.recall.search import RecallBundle, recall
 from orchmem.models.storage.db.database import Databases
 from orchmem.models.storage.delivery import receipts
 from orchmem.models.storage.delivery.outbox import Outbox
@@ -401,7 +401,7 @@ class MemoryClient(ReflectionMixin, GovernanceCalls, ContextCalls, LogCalls):
                as_of: datetime | str | None = None, latest: bool = False,
                route: bool | None = None,
                known_at: datetime | str | None = None) -> RecallBundle:
-        """The memories most relevant to ``query`` (see ``orchmem.models.recall.recall``).
+        """The memories most relevant to ``query`` (see ``orchmem.models.recall.search``).
 
         ``as_of``: what was true then (valid time); ``known_at``: what had been stored by
         then (transaction time); ``latest``: the heads of Updates chains; ``route``: the

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from orchmem.models.core.schema import EdgeType, Status, format_ts, utc_now
+from orchmem.models.core.shapes import EdgeType, Status, format_ts, utc_now
 from orchmem.models.storage.db.database import OrchestratorDB
 from orchmem.models.storage.reflection.insights import REFLECT_SCHEMA, counts
 from orchmem.models.storage.schema.migrations import schema_version

@@ -40,7 +40,14 @@ from orchmem.config import (
     ScopeViolation,
     check_orchestrator_id,
 )
-from orchmem.models.core.governance import Metadata, Scope, Sensitivity, Tags, Tier, scope_error
+from orchmem.models.core.governance_fields import (
+    Metadata,
+    Scope,
+    Sensitivity,
+    Tags,
+    Tier,
+    scope_error,
+)
 from orchmem.models.workspace.folders import Workspace, stored_source_path
 
 
@@ -295,7 +302,7 @@ class MemoryInput(WireModel):
     created_at: datetime | None = None
     #: A local name, so that edges in the same request can refer to this memory.
     key: ShortText | None = None
-    # -- governance (models/core/governance.py): None tier = the type's default,
+    # -- governance (models/core/governance_fields.py): None tier = the type's default,
     # None sensitivity = internal unless the secret detector finds one.
     tier: Tier | None = None
     scope: Scope = Scope.GLOBAL

@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-from orchmem.models.core.schema import format_ts, utc_now
+from orchmem.models.core.shapes import format_ts, utc_now
 from orchmem.models.workspace.folders import Workspace
 from orchmem.models.workspace.private import narrow, private_dir, write_private
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchmem.config.memory_settings import IngestSettings
-from orchmem.models.ingest.ingest_outcomes import CHANGED, FileOutcome, reject
+from orchmem.models.ingest.outcomes import CHANGED, FileOutcome, reject
 from orchmem.models.workspace.folders import Workspace, is_within
 from orchmem.models.workspace.private import private_dir
 

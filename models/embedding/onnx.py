@@ -26,7 +26,7 @@ import numpy as np
 
 from orchmem.config import EmbeddingError
 from orchmem.config.settings import EmbeddingSettings
-from orchmem.models.embedding.embedding import Embedder, model_label, resolve_model_path
+from orchmem.models.embedding.embedders import Embedder, model_label, resolve_model_path
 from orchmem.models.embedding.onnx_export import cached_export, default_cache_dir
 
 logger = logging.getLogger(__name__)

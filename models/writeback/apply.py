@@ -17,10 +17,10 @@ from typing import Any
 import numpy as np
 
 from orchmem.config import MemoryValidationError
-from orchmem.models.core.schema import EdgeInput, MemoryInput, derive_id
+from orchmem.models.core.shapes import EdgeInput, MemoryInput, derive_id
 from orchmem.models.storage.db.database import OrchestratorDB
 from orchmem.models.storage.delivery import receipts
-from orchmem.models.storage.memories import memories as stored_memories
+from orchmem.models.storage.memories import rows as stored_memories
 from orchmem.models.storage.memories.edges import insert_edge
 from orchmem.models.storage.search.vectors import VectorIndex, index_for, store_embeddings
 from orchmem.models.writeback.reconcile import Proposed, Reconciler

@@ -16,8 +16,14 @@ from typing import Any
 
 from peewee import SQL
 
-from orchmem.models.core.governance import Scope, Sensitivity, metadata_json, tags_json, tier_of
-from orchmem.models.core.schema import (
+from orchmem.models.core.governance_fields import (
+    Scope,
+    Sensitivity,
+    metadata_json,
+    tags_json,
+    tier_of,
+)
+from orchmem.models.core.shapes import (
     CapturedBy,
     MemoryInput,
     MemoryNode,
@@ -38,7 +44,7 @@ from orchmem.models.storage.memories.validity_columns import (
     memory_fields,
     validity_columns,
 )
-from orchmem.models.storage.reflection.reflection import topics_of
+from orchmem.models.storage.reflection.units import topics_of
 from orchmem.models.storage.schema.tables import (
     MemoryEventRow,
     MemoryRow,

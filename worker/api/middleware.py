@@ -16,7 +16,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from orchmem.worker.api.api_errors import error_body
+from orchmem.worker.api.errors import error_body
 
 access_logger = logging.getLogger("orchmem.api.access")
 #: Longest path written to the access log (a forged path may be long).

@@ -29,7 +29,7 @@ from pydantic import Field, field_validator, model_validator
 from orchmem.config import MemoryValidationError, ScopeViolation
 from orchmem.config.memory_settings import ExecLogSettings
 from orchmem.models.core.payloads import IdempotencyKey, check_key
-from orchmem.models.core.schema import (
+from orchmem.models.core.shapes import (
     CONTROL_CHARS,
     Flag,
     ShortText,

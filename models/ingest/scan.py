@@ -38,16 +38,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchmem.config import IngestRejected, MemoryNotFound, MemoryValidationError, ScopeViolation
-from orchmem.models.ingest.ingest_files import (
+from orchmem.models.ingest.files import (
     Candidate,
     claim,
     discover,
     outside_workspace,
     release,
 )
-from orchmem.models.ingest.ingest_moves import move_to_processed, move_to_rejected
-from orchmem.models.ingest.ingest_outcomes import CHANGED, FileOutcome, Rejection
-from orchmem.models.ingest.ingest_parse import Parsed, inspect
+from orchmem.models.ingest.moves import move_to_processed, move_to_rejected
+from orchmem.models.ingest.outcomes import CHANGED, FileOutcome, Rejection
+from orchmem.models.ingest.parse import Parsed, inspect
 from orchmem.models.storage.db.database import OrchestratorDB
 from orchmem.models.storage.delivery.manifest import (
     ManifestEntry,
@@ -58,8 +58,8 @@ from orchmem.models.storage.delivery.manifest import (
     record_outcome,
 )
 from orchmem.models.storage.memories.events import add_event
+from orchmem.models.writeback.apply import write_memories
 from orchmem.models.writeback.reconcile import Proposed
-from orchmem.models.writeback.writeback import write_memories
 
 #: Adds vectors to proposals: ``(proposals) -> (proposals, embedder version or None)``.
 Embed = Callable[[list[Proposed]], tuple[list[Proposed], str | None]]

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 from orchmem.config import EmbeddingError, MemoryValidationError, ScopeViolation
 from orchmem.config.memory_settings import RetrievalSettings
 from orchmem.models.core.contradictions import contradicted
-from orchmem.models.core.schema import (
+from orchmem.models.core.shapes import (
     MemoryNode,
     MemoryType,
     check_memory_id,
@@ -35,24 +35,23 @@ from orchmem.models.core.schema import (
 )
 from orchmem.models.core.trusted import trusted
 from orchmem.models.core.validity import check_as_of
-from orchmem.models.embedding.embedding import get_embedder, loaded_embedder
+from orchmem.models.embedding.embedders import get_embedder, loaded_embedder
 from orchmem.models.embedding.query_vectors import query_vectors
 from orchmem.models.execlog.episodes import similar_episodes
 from orchmem.models.governance.restricted_reads import audit_restricted_read
 from orchmem.models.language import textquery
 from orchmem.models.language.intent import favoured_types
-from orchmem.models.recall.overlap import Overlap
-from orchmem.models.recall.ranking import Features, fuse
 
-# The bundle's models were defined here: importers of orchmem.models.recall.recall keep finding them.
-from orchmem.models.recall.recall_bundle import MAX_SOURCES_PER_MEMORY as MAX_SOURCES_PER_MEMORY
-from orchmem.models.recall.recall_bundle import Neighbor as Neighbor
-from orchmem.models.recall.recall_bundle import Provenance as Provenance
-from orchmem.models.recall.recall_bundle import RecallBundle, bundle_parts
-from orchmem.models.recall.recall_bundle import RecalledMemory as RecalledMemory
-from orchmem.models.recall.recall_bundle import Scores as Scores
-from orchmem.models.recall.recall_bundle import SourceRecord as SourceRecord
-from orchmem.models.recall.recall_time import (
+# The bundle's models, re-exported for importers of orchmem.models.recall.search.
+from orchmem.models.recall.bundle import MAX_SOURCES_PER_MEMORY as MAX_SOURCES_PER_MEMORY
+from orchmem.models.recall.bundle import Neighbor as Neighbor
+from orchmem.models.recall.bundle import Provenance as Provenance
+from orchmem.models.recall.bundle import RecallBundle, bundle_parts
+from orchmem.models.recall.bundle import RecalledMemory as RecalledMemory
+from orchmem.models.recall.bundle import Scores as Scores
+from orchmem.models.recall.bundle import SourceRecord as SourceRecord
+from orchmem.models.recall.overlap import Overlap
+from orchmem.models.recall.plans import (
     Asked,
     after_fusion,
     both,
@@ -64,12 +63,14 @@ from orchmem.models.recall.recall_time import (
     widened,
     window_candidates,
 )
+from orchmem.models.recall.ranking import Features, fuse
 from orchmem.models.recall.router import Plan
 from orchmem.models.recall.router import plan as route_plan
 from orchmem.models.storage.db.database import Databases, OrchestratorDB
 from orchmem.models.storage.execlog.watermark import recall_watermark
 from orchmem.models.storage.memories.contradictions import contradictions
-from orchmem.models.storage.search import fts, neighbours, recall_reads, row_cache, vectors
+from orchmem.models.storage.search import fts, neighbours, row_cache, vectors
+from orchmem.models.storage.search import reads as recall_reads
 from orchmem.models.storage.visibility import ALL_STATUSES, DEFAULT_VIEW, View, make_view
 from orchmem.models.workspace.folders import Workspace
 from orchmem.models.workspace.memlog import MemoryLog

@@ -13,11 +13,11 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from orchmem.config import OrchmemError, Settings
 from orchmem.models.storage.db.database import Databases
-from orchmem.worker.api.api_auth import Guard
-from orchmem.worker.api.api_errors import error_response
-from orchmem.worker.api.api_middleware import AccessLog
+from orchmem.worker.api.auth import Guard
+from orchmem.worker.api.errors import error_response
+from orchmem.worker.api.middleware import AccessLog
 from orchmem.worker.api.tokens import TokenStore
-from orchmem.worker.mcp.mcp_server import create_mcp
+from orchmem.worker.mcp.server import create_mcp
 
 
 class TokenGate:

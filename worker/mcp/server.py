@@ -4,7 +4,7 @@ Built on the official MCP Python SDK (``mcp.server.MCPServer``, called FastMCP b
 mcp 2). Tools: ``remember``, ``recall``, ``bulletin``, ``forget``, ``recover``,
 ``supersede``; the
 bulletin is also the resource ``memory://bulletin``. Every tool calls one
-:class:`~orchmem.worker.client.client.MemoryClient` method; a refusal is raised as an error
+:class:`~orchmem.worker.client.memory_client.MemoryClient` method; a refusal is raised as an error
 whose message starts with the CLI's code (``validation: …``, ``not_found: …``), which
 the SDK returns to the model as a tool error (``ToolError``).
 
@@ -26,10 +26,10 @@ from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from pydantic import Field, ValidationError
 
 from orchmem.config import MemoryNotFound, MemoryValidationError, OrchmemError, Settings
-from orchmem.models.core.schema import Flag, MemoryType, utc_now
+from orchmem.models.core.shapes import Flag, MemoryType, utc_now
 from orchmem.models.core.validity import check_as_of
-from orchmem.models.recall.recall import check_scope
-from orchmem.worker.client.client import MemoryClient, WriteHandle
+from orchmem.models.recall.search import check_scope
+from orchmem.worker.client.memory_client import MemoryClient, WriteHandle
 
 R = TypeVar("R")
 

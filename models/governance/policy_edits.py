@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from orchmem.config import MemoryValidationError
-from orchmem.models.core.governance import (
+from orchmem.models.core.governance_fields import (
     Metadata,
     Scope,
     Sensitivity,
@@ -32,7 +32,7 @@ from orchmem.models.core.governance import (
     tier_of,
 )
 from orchmem.models.core.payloads import IdempotencyKey
-from orchmem.models.core.schema import (
+from orchmem.models.core.shapes import (
     Confidence,
     Flag,
     Importance,
@@ -44,7 +44,7 @@ from orchmem.models.core.schema import (
 )
 from orchmem.models.storage.memories.events import add_event
 from orchmem.models.storage.memories.governed import mark_retracted, set_fields, stored_fields
-from orchmem.models.storage.memories.memories import StoredMemory
+from orchmem.models.storage.memories.rows import StoredMemory
 from orchmem.models.storage.memories.selection import Selector
 from orchmem.models.workspace.folders import Workspace
 
