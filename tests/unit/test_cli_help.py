@@ -54,7 +54,7 @@ def test_every_command_answers_help_with_a_description(path: tuple[str, ...],
 
 
 def test_the_catalogue_names_every_command_with_its_own_short_help() -> None:
-    modules = ("durability", "edits", "governance", "logcmd", "mcpserve", "memory", "ops",
+    modules = ("durability", "edits", "governance", "logcmd", "memory", "ops",
                "portability", "reader", "reflection", "serve", "tokens")
     defined = {command.name for module in modules for command in
                importlib.import_module(f"orchmem.worker.cli.{module}").COMMANDS}

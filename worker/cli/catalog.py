@@ -47,7 +47,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                'out; global ones and those of --session / --project).'),
     "log": ("logcmd", "log",
                'Replay the execution log of an orchestrator in the order it was appended.'),
-    "mcp": ("mcpserve", "mcp",
+    "mcp": ("serve", "mcp",
                "Serve ID's memory to an MCP client (stdio, or --http): tools remember, recall, "
                'bulletin, forget, supersede and the resource memory://bulletin.'),
     "migrate": ("durability", "migrate",
