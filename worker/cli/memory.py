@@ -14,7 +14,7 @@ from orchmem.config import BrokerUnavailable, OrchmemError, Settings
 from orchmem.models.core.payloads import DEFAULT_SOURCE, check_writeback
 from orchmem.models.core.shapes import MemoryInput, Status
 from orchmem.models.ingest.files import settle_s
-from orchmem.models.recall.search import RecallBundle
+from orchmem.models.recall.search import Mode, RecallBundle
 from orchmem.models.recall.search import recall as recall_memories
 from orchmem.models.storage.db.database import Databases, OrchestratorDB, known_orchestrators
 from orchmem.models.storage.db.stats import stats as memory_stats
@@ -314,7 +314,7 @@ def stats(cli: Cli, orchestrator_id: str | None, missing_ok: bool, as_json: bool
 @json_option
 @pass_cli
 def recall(cli: Cli, orchestrator_id: str, query: str, top_n: int | None, types: tuple[str, ...],
-           include_inactive: bool, mode: str, local: bool, missing_ok: bool,
+           include_inactive: bool, mode: Mode, local: bool, missing_ok: bool,
            as_json: bool, session_id: str | None, project_id: str | None,
            tags: tuple[str, ...], include_restricted: bool, purpose: str | None,
            as_of: str | None, known_at: str | None, latest: bool,

@@ -458,8 +458,8 @@ _READER_PRAGMAS = frozenset({"busy_timeout", "cache_size", "temp_store", "mmap_s
 
 def _connect(path: Path, settings: Settings, *, readonly: bool = False,
              secret_rules: Sequence[str] = SECRET_RULES) -> GuardedSqliteDatabase:
-    common = {"timeout": settings.worker.busy_timeout_ms / 1000, "check_same_thread": False,
-              "secret_rules": secret_rules}
+    common: dict[str, Any] = {"timeout": settings.worker.busy_timeout_ms / 1000,
+                              "check_same_thread": False, "secret_rules": secret_rules}
     if readonly:
         # mode=ro: opening a missing file fails instead of creating an empty database.
         return GuardedSqliteDatabase(
