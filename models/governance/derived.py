@@ -13,7 +13,7 @@ does to it. A hard forget (by id, by policy, by retention) runs every entry, in 
   writes; models cannot reach them, so tasks/forget.py runs one step per such entry
   (named by :attr:`Derived.name`, and a unit test keeps the two in step).
 
-A new artifact derived from memories is a new entry here: tests/unit/test_derived.py
+A new artifact derived from memories is a new entry here: tests/unit/governance/test_derived.py
 compares the registry with the tables of memory.db and the files written under
 ``bulletins/``.
 """

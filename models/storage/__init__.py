@@ -9,8 +9,8 @@ their sources), ``edges``, ``vectors`` (embeddings and the cached index), ``fts`
 hard forget's erasure), ``stats``, and the multi-statement reads, each in one snapshot:
 ``recall_reads``, ``bulletin_reads``, ``history_reads``, ``contradictions``,
 ``provenance``. Everything above this package calls these named operations and never
-imports a table class or writes SQL; ``tests/unit/test_layers.py`` enforces it, and
-``tests/integration/test_storage_contract.py`` states what each operation promises.
+imports a table class or writes SQL; ``tests/unit/layout/test_layers.py`` enforces it, and
+``tests/integration/storage/test_storage_contract.py`` states what each operation promises.
 """
 
 __all__: list[str] = []

@@ -1,5 +1,5 @@
 """Isolation and security: hostile ids, 1,000 forged cross-orchestrator attempts, the
-broker password, Flower auth (tests/integration/test_operations.py) and pickle."""
+broker password, Flower auth (tests/integration/runtime/test_operations.py) and pickle."""
 
 from __future__ import annotations
 

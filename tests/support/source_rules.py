@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-PROJECT = Path(__file__).resolve().parents[1]
+PROJECT = Path(__file__).resolve().parents[2]
 PACKAGES = ("config", "models", "tasks", "worker", "examples")
 #: ``python -m orchmem.worker`` runs the CLI when imported: that is its job.
 RUNS_ON_IMPORT = frozenset({"orchmem.worker.__main__"})

@@ -2,7 +2,7 @@
 
 The group loads a command's module only when that command runs (or its own ``--help``
 is asked for), so ``orchmem --help`` and ``--version`` start without celery, numpy or
-torch. The summaries are what ``orchmem --help`` lists; tests/unit/test_cli_help.py
+torch. The summaries are what ``orchmem --help`` lists; tests/unit/cli/test_cli_help.py
 checks that each equals its command's own short help.
 """
 

@@ -19,7 +19,7 @@ from orchmem.worker.cli.catalog import COMMANDS
 
 #: The process umask of an ``orchmem`` program: models/workspace/private.py's PROCESS_UMASK,
 #: written out here so that ``--version`` and ``--help`` import nothing of the models
-#: (tests/unit/test_private.py checks the two agree).
+#: (tests/unit/workspace/test_private.py checks the two agree).
 PROCESS_UMASK = 0o077
 
 

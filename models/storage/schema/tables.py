@@ -324,9 +324,10 @@ TABLES: tuple[type[Model], ...] = (
 )
 
 #: The tables of memory.db a hard forget leaves alone, with why: ``memories`` is the
-#: record itself (its row is emptied: storage/forget.py); the others hold no words of a
+#: record itself (its row is emptied: storage/memories/forget.py); the others hold no words of a
 #: memory. Every other table is derived from memories and has its entry in the hard
-#: forget's registry (models/governance/derived.py; tests/unit/test_derived.py checks both).
+#: forget's registry (models/governance/derived.py; tests/unit/governance/test_derived.py
+#: checks both).
 NOT_DERIVED_TABLES: dict[str, str] = {
     "memories": "the record: its row is emptied",
     "meta": "counters and settings",

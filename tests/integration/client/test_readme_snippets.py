@@ -21,7 +21,7 @@ from orchmem.models.core.shapes import MemoryInput
 from orchmem.worker import MemoryClient
 from orchmem.worker.cli.memory import write
 
-PROJECT = Path(__file__).resolve().parents[2]
+PROJECT = Path(__file__).resolve().parents[3]
 README = PROJECT / "README.md"
 #: README.md, then every page of the documentation site.
 PAGES = [README, *sorted((PROJECT / "docs").rglob("*.md"))]

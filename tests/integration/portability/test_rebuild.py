@@ -21,7 +21,7 @@ from orchmem.models.storage.db.stats import stats
 from orchmem.models.writeback.apply import write_memories
 from orchmem.worker.cli.main import main
 
-LOCOMO = Path(__file__).resolve().parents[3] / "shared" / "bench" / "data" / "locomo7.json"
+LOCOMO = Path(__file__).resolve().parents[4] / "shared" / "bench" / "data" / "locomo7.json"
 ORCH = "locomo"
 SESSIONS = 4
 QUESTIONS = 20

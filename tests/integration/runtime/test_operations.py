@@ -220,7 +220,7 @@ def test_honcho_start_runs_the_procfile_and_it_processes_a_write(tmp_path: Path)
     root = tmp_path / "root"
     env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHMEM_")}
     env.update({"ORCHMEM_ROOT": str(root), "ORCHMEM_FLOWER__PORT": str(free_port())})
-    procfile = Path(__file__).resolve().parents[2] / "Procfile"
+    procfile = Path(__file__).resolve().parents[3] / "Procfile"
     honcho = subprocess.Popen(["honcho", "-f", str(procfile), "start"], env=env,
                               cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               start_new_session=True)

@@ -30,7 +30,7 @@ from orchmem.worker.client.memory_client import MemoryClient
 from orchmem.worker.runtime.app import create_app
 
 ORCH = "upgrader"
-SCHEMA_1 = Path(__file__).parents[1] / "data" / "memory_db_schema_v1.json"
+SCHEMA_1 = Path(__file__).parents[2] / "data" / "memory_db_schema_v1.json"
 #: The schema (sqlite_master) each shipped release created, by schema version.
 SNAPSHOTS = {int(p.stem.rsplit("_v", 1)[1]): p
              for p in SCHEMA_1.parent.glob("memory_db_schema_v*.json")}

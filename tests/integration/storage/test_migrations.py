@@ -33,7 +33,7 @@ from orchmem.models.workspace.memlog import read_log
 from orchmem.models.writeback.apply import write_memories
 
 ORCH = "legacy"
-SCHEMA_1 = Path(__file__).parents[1] / "data" / "memory_db_schema_v1.json"
+SCHEMA_1 = Path(__file__).parents[2] / "data" / "memory_db_schema_v1.json"
 
 
 def said(conversation: str, content: str) -> MemoryInput:

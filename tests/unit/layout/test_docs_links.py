@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-PROJECT = Path(__file__).resolve().parents[2]
+PROJECT = Path(__file__).resolve().parents[3]
 DOCS = PROJECT / "docs"
 
 #: Folders that hold no source of the repository (environments, caches, build output).

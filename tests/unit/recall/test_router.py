@@ -87,7 +87,7 @@ def test_only_a_question_with_a_window_gets_a_window_list() -> None:
 
 
 def test_a_plan_keeps_dated_memories_through_substance() -> None:
-    # weigh_substance applies it only to a question about when (tests/unit/test_validity.py)
+    # weigh_substance applies it only to a question about when (tests/unit/core/test_validity.py)
     p = plan("When did Caroline move?", NOW)
     assert p.dated_substance and p.dated_boost > 0
     assert p.dump()["datedSubstance"] is True

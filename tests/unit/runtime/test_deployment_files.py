@@ -16,7 +16,7 @@ from orchmem.tasks.maintenance import FANOUT, JOBS
 from orchmem.worker.cli.main import main
 from orchmem.worker.runtime.schedule import beat_schedule
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _check_command(argv: list[str]) -> None:

@@ -21,7 +21,7 @@ from orchmem.models.storage.visibility import View, make_view
 from orchmem.models.writeback.secret_scores import score
 from orchmem.models.writeback.secrets import classify, find_secrets, luhn_ok
 
-SECRETS = Path(__file__).parents[1] / "data" / "secrets"
+SECRETS = Path(__file__).parents[2] / "data" / "secrets"
 MANUAL = {"sourceType": "manual", "capturedBy": "user"}
 
 
