@@ -17,7 +17,7 @@ the same queue, behind any write already waiting. Jobs:
 - ``retention``: forget what ``memory.governance.retention`` says is too old
   (tasks/retention.py);
 - ``outbox``: prune outbox entries whose receipt exists, re-publish the others once
-  they are older than ``beat.outbox_republish_after_s`` (models/outbox.py).
+  they are older than ``beat.outbox_republish_after_s`` (models/storage/delivery/outbox.py).
 """
 
 from __future__ import annotations

@@ -104,7 +104,7 @@ def similar_episodes(odb: OrchestratorDB, query: str, limit: int = 3,
     over any of its terms), with the memories each produced that ``view`` sees; empty
     when there are none. An episode has the scope of its run (its session, else its
     conversation; its project; else global) and the sensitivity of the most sensitive
-    memory it links (storage/episodes.py)."""
+    memory it links (models/storage/execlog/episodes.py)."""
     terms = textquery.query_terms(query)
     if not terms:
         return []

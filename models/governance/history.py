@@ -15,8 +15,8 @@ from orchmem.models.storage.visibility import DEFAULT_VIEW, View
 def history(odb: OrchestratorDB, memory_id: str, view: View = DEFAULT_VIEW, *,
             requester: str = "", purpose: str | None = None) -> dict[str, Any]:
     """``{"memory", "events", "edges", "sources"}`` of one memory as ``view`` sees it
-    (storage/history_reads.py), oldest event first; a view with restricted memories is
-    a restricted read, audited with ``requester`` and ``purpose``.
+    (models/storage/memories/history_reads.py), oldest event first; a view with restricted
+    memories is a restricted read, audited with ``requester`` and ``purpose``.
 
     Raises ScopeViolation for another orchestrator's id, MemoryNotFound for an unknown one
     or one the view does not see (the two answers are the same).

@@ -6,7 +6,7 @@ erasure there. A hard forget of a memory therefore also:
 
 1. erases the text and data of every log event its provenance cites (the events of
    the run and step its sources name; the row, its digest and times stay, marked
-   redacted: storage/redaction.py);
+   redacted: models/storage/execlog/redaction.py);
 2. rebuilds the episode of each run whose events lost their texts, and of each
    episode that linked the memory, from the redacted log, then replaces any of the
    memory's content words still in its title or summary by ``[…]`` (they came from

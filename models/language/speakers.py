@@ -19,7 +19,7 @@ import re
 from orchmem.models.language.textquery import STOPWORDS, query_terms
 
 #: Characters of a query the rules look at, and names taken from it (each name costs
-#: recall one indexed lookup, storage/fts.py ``labelled``).
+#: recall one indexed lookup, models/storage/search/fts.py ``labelled``).
 MAX_QUERY_CHARS = 500
 MAX_NAMES = 8
 #: A speaker's name before a colon at the start of a memory: one to three capitalised

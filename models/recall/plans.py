@@ -16,7 +16,7 @@
 - latest state: each memory is replaced by the head of its Updates chain.
 
 Each step takes and returns ranked lists (models/recall/ranking.py); rows are the node rows
-recall read once (storage/recall_reads.py) and are never read twice.
+recall read once (models/storage/search/reads.py) and are never read twice.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 1. **topics** (models/reflection/topics.py): every active unit's topic, written where it changed;
 2. **insights**: a conflict insight for every unresolved Contradicts edge, dismissed once
-   resolved (storage/insights.py);
+   resolved (models/storage/reflection/insights.py);
 3. **proposals** (models/reflection/evolves.py): for the units written since the last reflection
    (``meta.reflect_cursor``), relations to older units of their topic; in ``auto`` mode
    the ones over the threshold are accepted at once by the system (models/reflection/review.py);

@@ -97,7 +97,8 @@ class Workspace:
 
     @property
     def degraded_marker(self) -> Path:
-        """Present while memory is read-only after a failed migration (storage/backup.py)."""
+        """Present while memory is read-only after a failed migration
+        (models/storage/db/backup.py)."""
         return self.memory_dir / "DEGRADED.json"
 
     @property

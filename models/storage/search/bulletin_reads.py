@@ -35,8 +35,9 @@ def facts(odb: OrchestratorDB, *, take: int, low_confidence: float,
 
     Only the best ``take`` active memories of each type are read, and the best ``take``
     of those under ``low_confidence``, so the cost does not grow with the size of the
-    memory. Conflicts are the newest ``take`` open conflict insights (storage/insights.py)
-    that ``keep`` accepts. Only memories ``view`` sees are read (both ends of a conflict).
+    memory. Conflicts are the newest ``take`` open conflict insights
+    (models/storage/reflection/insights.py) that ``keep`` accepts. Only memories ``view``
+    sees are read (both ends of a conflict).
     Raises StorageError / MemoryCorrupt when the file cannot be read.
     """
     seen, seen_params = view.sql()
