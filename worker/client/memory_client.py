@@ -14,6 +14,25 @@ The orchestrator never sees an exception from memory: with ``memory.enabled = fa
 a damaged database, a broker that is down, or a request outside this orchestrator's
 scope, every call returns an empty or partial result with ``warnings`` (and the
 reason is logged).
+
+The calls, by what they do:
+
+- writes: ``write_back``, the edits (``supersede``, ``retract``, ``link``, ``forget``,
+  ``forget_where``, ``patch``, ``invalidate``, ``recover``) and ``ingest_now``; each
+  returns a :class:`WriteHandle` at once and never raises, and what the worker finds
+  is in ``handle.wait()``'s result;
+- reads: ``recall``, ``get`` (by id, through a view), ``bulletin`` (or
+  ``scoped_bulletin`` for one session or project) and ``context_for``, the prompt
+  block of the bulletin and the relevant memories within a character and/or token
+  budget (models/recall/context_budget.py);
+- reflection and review::
+
+      client.reflect().wait(60)                    # topics, proposals, crystals, working.md
+      for p in client.proposals():                 # pending evolves proposals
+          client.accept(p["proposalId"])           # or client.reject(id, reason="...")
+      print(client.working_memory())               # memory/bulletins/working.md
+
+- the execution log: ``log_event`` and ``run`` (its runs and steps are in :mod:`.runlog`).
 """
 
 from __future__ import annotations
@@ -36,29 +55,35 @@ from orchmem.config import (
     check_orchestrator_id,
     load_settings,
 )
-from orchmem.models.bulletin.compose import Bulletin
+from orchmem.models.bulletin.compose import Bulletin, build
+from orchmem.models.bulletin.working import read as read_working
 from orchmem.models.core.payloads import check_writeback, with_default_sources
-from orchmem.models.core.shapes import format_ts, utc_now, validate_with
-from orchmem.models.execlog.rules import check_step_events
+from orchmem.models.core.shapes import MemoryNode, format_ts, utc_now, validate_with
+from orchmem.models.execlog.rules import check_log_request, check_step_events
 from orchmem.models.governance.edits import EDIT_ADAPTER
-from orchmem.models.recall.search import RecallBundle, recall
+from orchmem.models.governance.restricted_reads import audit_restricted_get
+from orchmem.models.recall.context import render_context
+from orchmem.models.recall.context_budget import relevant_memory, within_budget
+from orchmem.models.recall.search import RecallBundle, check_scope, recall
+from orchmem.models.reflection.review import REVIEW_ADAPTER
 from orchmem.models.storage.db.database import Databases
 from orchmem.models.storage.delivery import receipts
 from orchmem.models.storage.delivery.outbox import Outbox
+from orchmem.models.storage.memories.rows import get_nodes
+from orchmem.models.storage.reflection.insights import list_proposals
 from orchmem.models.storage.visibility import View, make_view
 from orchmem.models.workspace.memlog import MemoryLog
 from orchmem.tasks.bulletin import BULLETIN
 from orchmem.tasks.edits import EDIT
+from orchmem.tasks.execlog import LOG
 from orchmem.tasks.ingest import INGEST_SCAN
 from orchmem.tasks.publish import Envelope, envelope, publish, resend, send_envelope
+from orchmem.tasks.reflect import REFLECT, REVIEW
 from orchmem.tasks.writeback import WRITEBACK
-from orchmem.worker.client.client_context import ContextCalls
-from orchmem.worker.client.client_governance import GovernanceCalls
-from orchmem.worker.client.handles import BulletinResult, WriteHandle, task_result
+from orchmem.worker.client.handles import BulletinResult, Context, WriteHandle, task_result
 from orchmem.worker.client.pending import PendingWrites
-from orchmem.worker.client.reflection_client import ReflectionMixin
 from orchmem.worker.client.remote import empty_bundle, remote_recall
-from orchmem.worker.client.runlog import LogCalls
+from orchmem.worker.client.runlog import RunLog
 from orchmem.worker.runtime.app import OrchmemCelery, create_app, create_immediate_app
 from orchmem.worker.runtime.redis_clients import broker_client
 
@@ -69,8 +94,11 @@ BROKER_BACKOFF_S = 5.0
 #: Outbox entries published per catch-up, after the broker answers again.
 CATCH_UP_BATCH = 100
 
+#: What a context block is for (:meth:`MemoryClient.context_for`).
+Purpose = Literal["selector", "step", "diagnostics"]
 
-class MemoryClient(ReflectionMixin, GovernanceCalls, ContextCalls, LogCalls):
+
+class MemoryClient:
     """The memory of one orchestrator, as that orchestrator uses it.
 
     ``settings`` default to :func:`load_settings` (``orchmem.toml`` / ``ORCHMEM_*``).
@@ -381,6 +409,58 @@ class MemoryClient(ReflectionMixin, GovernanceCalls, ContextCalls, LogCalls):
         return self._edit({"op": "forget", "memoryId": memory_id, "hard": hard,
                            "reason": reason})
 
+    def forget_where(self, memory_ids: Sequence[str] = (), *, before: str | None = None,
+                     session_id: str | None = None, project_id: str | None = None,
+                     conversation_id: str | None = None, workflow_run_id: str | None = None,
+                     source_path: str | None = None, tags: Sequence[str] = (),
+                     hard: bool = False, dry_run: bool = False, reason: str | None = None,
+                     idempotency_key: str | None = None) -> WriteHandle:
+        """Forget every memory the selectors match (all must hold): ``memory_ids``,
+        ``before`` (created before an ISO date or timestamp), a session, a project, a
+        source (conversation, workflow run, ingested file path) and ``tags``; soft
+        (retracted) unless ``hard`` (erased, as :meth:`forget` erases; a hard forget
+        naming a ``workflow_run_id`` or ``conversation_id`` also erases the texts of
+        that run's, or that conversation's runs', execution-log events and rebuilds
+        their episodes, whether or not a memory matched).
+
+        ``handle.wait()`` gives ``{"count": n, "memoryIds": [...], "hard", "dryRun"}``
+        (a hard one adds ``"erased"``, with ``logEvents`` and ``episodes`` counts);
+        with ``dry_run`` nothing changes. A forget that matches nothing gives count 0.
+        """
+        return self._edit({
+            "op": "forget_policy", "memoryIds": list(memory_ids), "before": before,
+            "sessionId": session_id, "projectId": project_id,
+            "conversationId": conversation_id, "workflowRunId": workflow_run_id,
+            "sourcePath": source_path, "tags": list(tags), "hard": hard, "dryRun": dry_run,
+            "reason": reason,
+            # each call selects afresh: a repeat must not return the first one's receipt
+            "idempotencyKey": idempotency_key or f"forget-policy-{uuid.uuid4().hex}"})
+
+    def patch(self, memory_id: str, *, reason: str | None = None,
+              **fields: Any) -> WriteHandle:
+        """Change ``importance``, ``confidence``, ``summary``, ``tags``, ``metadata``,
+        ``tier``, ``scope`` (with ``sessionId`` / ``projectId``) or ``sensitivity`` of a
+        memory in place (camelCase or snake_case names); the audit keeps before and
+        after. A change of content is a :meth:`supersede`."""
+        names = {"session_id": "sessionId", "project_id": "projectId"}
+        return self._edit({"op": "patch", "memoryId": memory_id, "reason": reason,
+                           **{names.get(k, k): v for k, v in fields.items()}})
+
+    def invalidate(self, memory_id: str, reason: str) -> WriteHandle:
+        """Mark a memory wrong (retracted, audited as ``invalidate`` with ``reason``)."""
+        return self._edit({"op": "invalidate", "memoryId": memory_id, "reason": reason})
+
+    def recover(self, memory_id: str, *, reason: str | None = None,
+                wait_for_memory_s: int | None = None) -> WriteHandle:
+        """Make a soft-forgotten (retracted) memory active again, audited with ``reason``.
+
+        A hard-forgotten memory is erased: the worker refuses it with code ``erased``.
+        ``wait_for_memory_s``: how long the worker waits for a memory not written yet
+        (default ``worker.edit_wait_s``; 0 for an id that must exist now).
+        """
+        return self._edit({"op": "recover", "memoryId": memory_id, "reason": reason,
+                           "waitForMemoryS": wait_for_memory_s})
+
     def ingest_now(self) -> WriteHandle:
         """Publish a scan of this orchestrator's ``memory/ingest/`` folder."""
         if not self.memory.ingest.enabled:
@@ -444,6 +524,36 @@ class MemoryClient(ReflectionMixin, GovernanceCalls, ContextCalls, LogCalls):
             bundle = bundle.model_copy(update={"warnings": [*bundle.warnings, *warnings]})
         return bundle
 
+    def get(self, memory_ids: Sequence[str], *, session_id: str | None = None,
+            project_id: str | None = None, include_restricted: bool = False,
+            purpose: str | None = None, view: View | None = None) -> list[MemoryNode]:
+        """These memories of this orchestrator (any status) that the view sees, in the
+        order asked; unknown ids and those the view does not see are left out alike,
+        another orchestrator's ids are denied (empty list, logged). The view is recall's
+        (``session_id``, ``project_id``; restricted memories only with
+        ``include_restricted=True`` and a ``purpose``, audited). A restricted read
+        without a purpose raises MemoryValidationError (a bug in the caller)."""
+        if view is None:
+            view = make_view(session_id, project_id, None, include_restricted, purpose)
+        elif view.include_restricted:
+            make_view(include_restricted=True, purpose=purpose)  # a purpose, always
+        try:
+            check_scope(self.databases, self.orchestrator_id, self.orchestrator_id,
+                        memory_ids)
+            odb = self.databases.open(self.orchestrator_id, create=False)
+        except Exception as exc:
+            self._warn("get", exc)
+            return []
+        if odb is None:
+            return []
+        try:
+            nodes = get_nodes(odb, memory_ids, view)
+        except OrchmemError as exc:
+            self._warn("get", exc)
+            return []
+        audit_restricted_get(odb, view, nodes, self.orchestrator_id, purpose)
+        return nodes
+
     def bulletin(self, timeout: float | None = None, *, session_id: str | None = None,
                  project_id: str | None = None,
                  tags: Sequence[str] | None = None) -> BulletinResult:
@@ -497,3 +607,117 @@ class MemoryClient(ReflectionMixin, GovernanceCalls, ContextCalls, LogCalls):
         logger.warning("bulletin of %s: %s", self.orchestrator_id, "; ".join(warnings))
         return BulletinResult(bulletin=snapshot.to_dict(), text=snapshot.to_text(),
                               source=source, warnings=warnings)
+
+    def scoped_bulletin(self, view: View) -> BulletinResult:
+        """The bulletin of one session and/or project, built here from the database
+        (the worker's snapshot is the global one). Raises OrchmemError."""
+        odb = self.databases.open(self.orchestrator_id, create=False)
+        if odb is None:
+            return BulletinResult(bulletin={}, text="", source="empty",
+                                  warnings=["this orchestrator has no memory yet"])
+        built = build(odb, utc_now(), view)
+        return BulletinResult(bulletin=built.to_dict(), text=built.to_text(), source="live")
+
+    def context_for(self, purpose: Purpose, query: str,
+                    bulletin: BulletinResult | None = None, *, working: bool = False,
+                    session_id: str | None = None, project_id: str | None = None,
+                    format: str = "orchmem", max_chars: int | None = None,
+                    max_tokens: int | None = None) -> Context:
+        """The bulletin and the memories relevant to ``query``, as one bounded text block.
+
+        ``purpose`` is "selector" (choosing a workflow), "step" (a workflow step) or
+        "diagnostics" (an investigation: more memories, with their provenance). Pass the
+        message's ``bulletin`` to avoid building it twice. ``working`` adds the
+        working-memory projection (working.md) as a block of its own, first.
+
+        Never raises for memory's own failures (they become ``warnings``), but raises
+        ``ValueError`` for any other ``purpose``: that is a bug in the caller, not a
+        condition to degrade around.
+        """
+        limits = self.memory.context
+        top_n = {"selector": limits.selector_top_n, "step": limits.step_top_n,
+                 "diagnostics": limits.diagnostics_top_n}.get(purpose)
+        if top_n is None:
+            raise ValueError(f"purpose must be selector, step or diagnostics, not {purpose!r}")
+        if format not in ("orchmem", "relevant-memory"):
+            raise ValueError(f"format must be orchmem or relevant-memory, not {format!r}")
+        view = make_view(session_id, project_id)  # never restricted (storage/visibility.py)
+        bulletin = bulletin or (self.bulletin(session_id=session_id, project_id=project_id)
+                                if format == "orchmem" else BulletinResult({}, "", "empty"))
+        bundle = self.recall(query, top_n=top_n, view=view) if top_n else empty_bundle(
+            self.orchestrator_id, query, [])
+        budget = min(max_chars or limits.max_chars, limits.max_chars)
+        working_md = self.working_memory() if working else None
+        text = within_budget(relevant_memory(bundle), budget, max_tokens) \
+            if format == "relevant-memory" else within_budget(render_context(
+                purpose, query, bulletin, bundle, budget,
+                with_sources=purpose == "diagnostics", working=working_md).split("\n"),
+                budget, max_tokens)
+        return Context(purpose=purpose, text=text, bulletin=bulletin, bundle=bundle,
+                       warnings=[*bulletin.warnings, *bundle.warnings])
+
+    # -- reflection -------------------------------------------------------------
+
+    def reflect(self) -> WriteHandle:
+        """Publish a reflection now (also run by beat where memory changed). Returns a
+        :class:`WriteHandle`; ``handle.wait()`` gives its counts (tasks/reflect.py)."""
+        return self._publish(REFLECT, "reflect", {"idempotencyKey": f"reflect-{uuid.uuid4().hex}"})
+
+    def proposals(self, status: str | None = "pending",
+                  limit: int = 100) -> list[dict[str, Any]]:
+        """Evolves proposals as JSON, newest first (``status`` None: any); empty (and
+        logged) when memory cannot be read."""
+        try:
+            odb = self.databases.open(self.orchestrator_id, create=False)
+            return [] if odb is None else [p.to_dict() for p in list_proposals(odb, status, limit)]
+        except OrchmemError as exc:
+            self._warn("proposals", exc)
+            return []
+
+    def _review(self, payload: dict[str, Any]) -> WriteHandle:
+        # A fresh key per call: accepting twice is a second request, refused by the
+        # worker ("already accepted"), not a replay of the first one's answer.
+        payload = {"idempotencyKey": f"review-{uuid.uuid4().hex}",
+                   **{k: v for k, v in payload.items() if v is not None}}
+        workspace = self.databases.workspace(self.orchestrator_id)
+        return self._publish(REVIEW, "review", payload, check=lambda p: validate_with(
+            REVIEW_ADAPTER, p, workspace=workspace, name="review"))
+
+    def accept(self, proposal_id: str, *, reason: str | None = None
+               ) -> WriteHandle:
+        """Accept a proposal (``replaces``/``challenges`` supersede the older memory).
+        Never raises; the worker's refusal (unknown, already decided, memories gone) is
+        in ``handle.wait()``'s result."""
+        return self._review({"op": "accept", "proposalId": proposal_id,
+                                              "reason": reason})
+
+    def reject(self, proposal_id: str, *, reason: str | None = None
+               ) -> WriteHandle:
+        """Reject a proposal: it is kept as rejected and never proposed again."""
+        return self._review({"op": "reject", "proposalId": proposal_id,
+                                              "reason": reason})
+
+    def working_memory(self) -> str | None:
+        """The text of working.md (None until the first reflection wrote it)."""
+        return read_working(self.databases.workspace(self.orchestrator_id).bulletins_dir)
+
+    # -- execution log ----------------------------------------------------------
+
+    def log_event(self, *, events: Sequence[dict[str, Any]],
+                  idempotency_key: str | None = None) -> WriteHandle:
+        """Append events to the execution log (see :mod:`orchmem.models.execlog.rules`);
+        returns a handle at once, refused (``ok`` False, field errors) like a write-back."""
+        payload: dict[str, Any] = {"events": list(events) if isinstance(events, list | tuple)
+                                   else events}  # anything else: refused by the check
+        if idempotency_key is not None:
+            payload["idempotencyKey"] = idempotency_key
+        return self._publish(LOG, "log", payload, check=lambda p: check_log_request(
+            p, self.orchestrator_id, self.memory.log))
+
+    def run(self, name: str | None = None, *, run_id: str | None = None,
+            replay: bool = False, conversation_id: str | None = None,
+            session_id: str | None = None, project_id: str | None = None) -> RunLog:
+        """A run of the execution log, as a context manager (see :mod:`.runlog`)."""
+        return RunLog(self, name, run_id=run_id, replay=replay,
+                      conversation_id=conversation_id, session_id=session_id,
+                      project_id=project_id)

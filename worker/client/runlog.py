@@ -1,4 +1,5 @@
-"""The client's side of the execution log: ``memory.log_event`` and ``memory.run``.
+"""The runs and steps of the execution log, as ``memory.run`` gives them
+(``MemoryClient.log_event`` and ``MemoryClient.run`` publish their events).
 
     with memory.run("triage", conversation_id="c-1") as run:
         with run.step("plan") as step:
@@ -38,55 +39,14 @@ or project's recalls see.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
-from orchmem.models.execlog.rules import (
-    check_log_request,
-    digest_of,
-    event_id_for,
-    first_sentence_of,
-    new_run_id,
-)
-from orchmem.tasks.execlog import LOG
+from orchmem.models.execlog.rules import digest_of, event_id_for, first_sentence_of, new_run_id
 from orchmem.worker.client.handles import WriteHandle
 
 if TYPE_CHECKING:
-    from orchmem.config.memory_settings import MemorySettings
     from orchmem.worker.client.memory_client import MemoryClient
-
-
-class LogCalls:
-    """``log_event`` and ``run``, mixed into ``MemoryClient``."""
-
-    orchestrator_id: str
-    memory: MemorySettings
-
-    if TYPE_CHECKING:  # provided by MemoryClient
-        def _publish(self, task: str, kind: str, payload: dict[str, Any], *,
-                     expires_s: float | None = None,
-                     check: Callable[[dict[str, Any]], object] | None = None
-                     ) -> WriteHandle: ...
-
-    def log_event(self, *, events: Sequence[dict[str, Any]],
-                  idempotency_key: str | None = None) -> WriteHandle:
-        """Append events to the execution log (see :mod:`orchmem.models.execlog.rules`);
-        returns a handle at once, refused (``ok`` False, field errors) like a write-back."""
-        payload: dict[str, Any] = {"events": list(events) if isinstance(events, list | tuple)
-                                   else events}  # anything else: refused by the check
-        if idempotency_key is not None:
-            payload["idempotencyKey"] = idempotency_key
-        return self._publish(LOG, "log", payload, check=lambda p: check_log_request(
-            p, self.orchestrator_id, self.memory.log))
-
-    def run(self, name: str | None = None, *, run_id: str | None = None,
-            replay: bool = False, conversation_id: str | None = None,
-            session_id: str | None = None, project_id: str | None = None) -> RunLog:
-        """A run of the execution log, as a context manager (see :mod:`.runlog`)."""
-        return RunLog(cast("MemoryClient", self), name, run_id=run_id, replay=replay,
-                      conversation_id=conversation_id, session_id=session_id,
-                      project_id=project_id)
 
 
 class RunLog:
