@@ -3,19 +3,19 @@
 For each file directly in ``ingest/`` (sorted by name; hidden, ``.tmp`` and ``.part``
 files and files younger than ``min_file_age_s`` are left for later):
 
-1. **claim** - the file is renamed into ``ingest/.inflight/`` (:mod:`.ingest_files`):
+1. **claim** - the file is renamed into ``ingest/.inflight/`` (:mod:`.files`):
    everything below happens to that one file, even if a newer one is dropped under
    the same name meanwhile (it waits in ``ingest/`` for the next scan).
 2. **inspect** - a regular file, not a symlink, canonical path inside the workspace,
    a supported extension, within the size limit, UTF-8 text; parsed (``.json`` as
    explicit records, ``.md``/``.txt`` through the document extractor) and validated
-   (:mod:`.ingest_parse`).
+   (:mod:`.parse`).
 3. **commit** - memories, edges and an ``ingest_manifest`` row (file, sha256, size,
    outcome, memoryIds), idempotent on ``ingest-<sha256>``. The files of one scan that
    reach this step are embedded in one model call and committed in one transaction,
    a savepoint per file (a file rejected here rolls back alone).
 4. **finish** - the claimed file moves to ``processed/`` (or ``rejected/`` beside a
-   ``<name>.reason.json``, :mod:`.ingest_moves`), then the manifest rows are marked moved.
+   ``<name>.reason.json``, :mod:`.outcomes`), then the manifest rows are marked moved.
 
 A crash before the commit leaves nothing but the claimed files: the next scan takes
 them from ``.inflight/`` and starts over. A crash after the commit and before the move
@@ -27,7 +27,7 @@ A scan whose ``ingest/`` (or its ``processed/``/``rejected/``/``.inflight/``) re
 outside the workspace, e.g. a symlinked folder, is refused whole (``outside_workspace``)
 before anything there is created, moved or written. A file that changes or disappears
 between its checks and its read is put back into ``ingest/`` for the next scan
-(skipped, ``changed``). Rejection reasons: :mod:`.ingest_outcomes`.
+(skipped, ``changed``). Rejection reasons: :mod:`.outcomes`.
 """
 
 from __future__ import annotations
@@ -45,8 +45,13 @@ from orchmem.models.ingest.files import (
     outside_workspace,
     release,
 )
-from orchmem.models.ingest.moves import move_to_processed, move_to_rejected
-from orchmem.models.ingest.outcomes import CHANGED, FileOutcome, Rejection
+from orchmem.models.ingest.outcomes import (
+    CHANGED,
+    FileOutcome,
+    Rejection,
+    move_to_processed,
+    move_to_rejected,
+)
 from orchmem.models.ingest.parse import Parsed, inspect
 from orchmem.models.storage.db.database import OrchestratorDB
 from orchmem.models.storage.delivery.manifest import (

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from orchmem_testing import make_settings
 
-from orchmem.models.ingest import moves as ingest_moves_module
+from orchmem.models.ingest import outcomes as ingest_moves_module
 from orchmem.models.ingest import scan as ingest_module
 from orchmem.models.ingest.scan import scan
 from orchmem.models.storage.db.database import Databases, OrchestratorDB

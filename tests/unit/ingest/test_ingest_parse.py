@@ -11,7 +11,7 @@ import pytest
 
 from orchmem.config import IngestRejected
 from orchmem.config.memory_settings import IngestSettings
-from orchmem.models.ingest.moves import move_to_processed, move_to_rejected
+from orchmem.models.ingest.outcomes import move_to_processed, move_to_rejected
 from orchmem.models.ingest.parse import MAX_JSON_DEPTH, decode, parse
 from orchmem.models.workspace.folders import Workspace
 
