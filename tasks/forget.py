@@ -24,10 +24,11 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from orchmem.config import OrchmemError
+from orchmem.models.bulletin.compose import SNAPSHOT_JSON, SNAPSHOT_MD
 from orchmem.models.governance.derived import task_steps
 from orchmem.models.storage.db.database import OrchestratorDB
 from orchmem.tasks.base import MemoryTask
-from orchmem.tasks.bulletin import SNAPSHOT_JSON, SNAPSHOT_MD, write_bulletin
+from orchmem.tasks.bulletin import write_bulletin
 
 logger = logging.getLogger(__name__)
 

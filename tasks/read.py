@@ -30,7 +30,8 @@ from celery import shared_task
 from pydantic import BaseModel
 
 from orchmem.config import MemoryValidationError, OrchmemError
-from orchmem.models.recall.search import RecallBundle, recall
+from orchmem.models.recall.bundle import RecallBundle
+from orchmem.models.recall.search import recall
 from orchmem.models.storage.db.database import Databases
 from orchmem.models.storage.delivery import receipts
 from orchmem.models.storage.visibility import make_view

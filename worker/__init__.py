@@ -25,7 +25,7 @@ if TYPE_CHECKING:
         Settings,
         load_settings,
     )
-    from orchmem.models.recall.search import RecallBundle
+    from orchmem.models.recall.bundle import RecallBundle
     from orchmem.worker.client.handles import BulletinResult, Context, WriteHandle
     from orchmem.worker.client.memory_client import MemoryClient
 
@@ -34,7 +34,7 @@ _SOURCES = {
     **dict.fromkeys(["BrokerUnavailable", "ConfigError", "MemoryCorrupt", "MemoryDisabled",
                      "MemoryNotFound", "MemoryValidationError", "OrchmemError",
                      "ScopeViolation", "Settings", "load_settings"], "orchmem.config"),
-    "RecallBundle": "orchmem.models.recall.search",
+    "RecallBundle": "orchmem.models.recall.bundle",
     "MemoryClient": "orchmem.worker.client.memory_client",
     **dict.fromkeys(["BulletinResult", "Context", "WriteHandle"], "orchmem.worker.client.handles"),
 }

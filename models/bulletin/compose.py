@@ -29,14 +29,14 @@ from datetime import datetime
 from typing import Any
 
 from orchmem.config.memory_settings import BulletinSettings
-from orchmem.models.bulletin.facts import Conflict, Facts, Item
+from orchmem.models.bulletin.facts import Facts, Item
 from orchmem.models.core.contradictions import unresolved
 from orchmem.models.core.shapes import format_ts, parse_ts
 from orchmem.models.storage.db.database import OrchestratorDB
 from orchmem.models.storage.search import bulletin_reads
 from orchmem.models.storage.visibility import DEFAULT_VIEW, View
 
-__all__ = ["SECTIONS", "Bulletin", "Conflict", "Facts", "Item", "Line", "build", "compose"]
+__all__ = ["SECTIONS", "Bulletin", "Line", "build", "compose"]
 
 SECTIONS = ("knowledge_summary", "active_goals", "open_todos", "recent_decisions",
             "preference_profile", "conflicts_and_uncertainties")

@@ -38,7 +38,6 @@ from orchmem.config import (
     ORCHESTRATOR_ID_PATTERN,
     MemoryValidationError,
     ScopeViolation,
-    check_orchestrator_id,
 )
 from orchmem.models.core.governance_fields import (
     Metadata,
@@ -486,14 +485,10 @@ __all__ = [
     "MemoryInput",
     "MemoryNode",
     "MemoryType",
-    "Scope",
-    "Sensitivity",
     "Source",
     "SourceType",
     "Status",
-    "Tier",
     "check_memory_id",
-    "check_orchestrator_id",
     "content_fingerprint",
     "derive_id",
     "format_ts",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from orchmem.models.recall.search import RecallBundle, SourceRecord
+from orchmem.models.recall.bundle import RecallBundle, SourceRecord
 
 
 class BulletinText(Protocol):

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from orchmem.models.recall.search import RecallBundle
+from orchmem.models.recall.bundle import RecallBundle
 
 HEADER = "[Relevant Memory]"
 MAX_LINE_CHARS = 300

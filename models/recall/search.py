@@ -22,14 +22,18 @@ from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
-from orchmem.config import EmbeddingError, MemoryValidationError, ScopeViolation
+from orchmem.config import (
+    EmbeddingError,
+    MemoryValidationError,
+    ScopeViolation,
+    check_orchestrator_id,
+)
 from orchmem.config.memory_settings import RetrievalSettings
 from orchmem.models.core.contradictions import contradicted
 from orchmem.models.core.shapes import (
     MemoryNode,
     MemoryType,
     check_memory_id,
-    check_orchestrator_id,
     parse_ts,
     utc_now,
 )
@@ -41,15 +45,7 @@ from orchmem.models.execlog.episodes import similar_episodes
 from orchmem.models.governance.restricted_reads import audit_restricted_read
 from orchmem.models.language import textquery
 from orchmem.models.language.intent import favoured_types
-
-# The bundle's models, re-exported for importers of orchmem.models.recall.search.
-from orchmem.models.recall.bundle import MAX_SOURCES_PER_MEMORY as MAX_SOURCES_PER_MEMORY
-from orchmem.models.recall.bundle import Neighbor as Neighbor
-from orchmem.models.recall.bundle import Provenance as Provenance
 from orchmem.models.recall.bundle import RecallBundle, bundle_parts
-from orchmem.models.recall.bundle import RecalledMemory as RecalledMemory
-from orchmem.models.recall.bundle import Scores as Scores
-from orchmem.models.recall.bundle import SourceRecord as SourceRecord
 from orchmem.models.recall.overlap import Overlap
 from orchmem.models.recall.plans import (
     Asked,

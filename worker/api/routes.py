@@ -41,7 +41,8 @@ from orchmem.worker.api.bodies import (
 from orchmem.worker.api.errors import STATUS, code_of, error_body, json_error
 from orchmem.worker.api.json_checks import check_json_depth, check_plain_strings
 from orchmem.worker.api.state import ApiState
-from orchmem.worker.client.memory_client import MemoryClient, WriteHandle
+from orchmem.worker.client.handles import WriteHandle
+from orchmem.worker.client.memory_client import MemoryClient
 
 PREFIX = "/v1/orchestrators/{orchestratorId}"
 router = APIRouter(prefix=PREFIX, tags=["memory"])

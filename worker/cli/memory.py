@@ -14,7 +14,8 @@ from orchmem.config import BrokerUnavailable, OrchmemError, Settings
 from orchmem.models.core.payloads import DEFAULT_SOURCE, check_writeback
 from orchmem.models.core.shapes import MemoryInput, Status
 from orchmem.models.ingest.files import settle_s
-from orchmem.models.recall.search import Mode, RecallBundle
+from orchmem.models.recall.bundle import RecallBundle
+from orchmem.models.recall.search import Mode
 from orchmem.models.recall.search import recall as recall_memories
 from orchmem.models.storage.db.database import Databases, OrchestratorDB, known_orchestrators
 from orchmem.models.storage.db.stats import stats as memory_stats

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from orchmem.config import OrchmemError
-from orchmem.models.recall.search import RecallBundle, Scores
+from orchmem.models.recall.bundle import RecallBundle, Scores
 
 if TYPE_CHECKING:
     from orchmem.worker.client.memory_client import MemoryClient

@@ -62,9 +62,10 @@ from orchmem.models.core.shapes import MemoryNode, format_ts, utc_now, validate_
 from orchmem.models.execlog.rules import check_log_request, check_step_events
 from orchmem.models.governance.edits import EDIT_ADAPTER
 from orchmem.models.governance.restricted_reads import audit_restricted_get
+from orchmem.models.recall.bundle import RecallBundle
 from orchmem.models.recall.context import render_context
 from orchmem.models.recall.context_budget import relevant_memory, within_budget
-from orchmem.models.recall.search import RecallBundle, check_scope, recall
+from orchmem.models.recall.search import check_scope, recall
 from orchmem.models.reflection.review import REVIEW_ADAPTER
 from orchmem.models.storage.db.database import Databases
 from orchmem.models.storage.delivery import receipts

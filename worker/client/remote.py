@@ -26,7 +26,7 @@ import redis
 from pydantic import ValidationError
 
 from orchmem.config import OrchmemError
-from orchmem.models.recall.search import RecallBundle
+from orchmem.models.recall.bundle import RecallBundle
 from orchmem.models.storage.visibility import DEFAULT_VIEW, View
 from orchmem.models.workspace.folders import STORED_DATA
 from orchmem.tasks.publish import send

@@ -29,7 +29,8 @@ from orchmem.config import MemoryNotFound, MemoryValidationError, OrchmemError, 
 from orchmem.models.core.shapes import Flag, MemoryType, utc_now
 from orchmem.models.core.validity import check_as_of
 from orchmem.models.recall.search import check_scope
-from orchmem.worker.client.memory_client import MemoryClient, WriteHandle
+from orchmem.worker.client.handles import WriteHandle
+from orchmem.worker.client.memory_client import MemoryClient
 
 R = TypeVar("R")
 

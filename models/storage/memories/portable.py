@@ -33,6 +33,9 @@ from orchmem.models.storage.schema.tables import (
     MemorySourceRow,
     live,
 )
+
+# The schema version an export's manifest names, for the import outside this layer (only
+# models/storage/ imports the table module: tests/unit/test_layers.py).
 from orchmem.models.storage.schema.tables import SCHEMA_VERSION as SCHEMA_VERSION
 
 #: Kind of rows -> (table, columns left behind, ORDER BY of the export).

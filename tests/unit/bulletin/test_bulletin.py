@@ -6,7 +6,8 @@ import random
 from datetime import UTC, datetime, timedelta
 
 from orchmem.config.memory_settings import BulletinSettings
-from orchmem.models.bulletin.compose import SECTIONS, Bulletin, Conflict, Facts, Item, compose
+from orchmem.models.bulletin.compose import SECTIONS, Bulletin, compose
+from orchmem.models.bulletin.facts import Conflict, Facts, Item
 from orchmem.models.core.shapes import format_ts
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)

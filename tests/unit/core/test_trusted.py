@@ -17,7 +17,7 @@ from orchmem.models.core.shapes import (
     Status,
 )
 from orchmem.models.core.trusted import trusted
-from orchmem.models.recall.search import Neighbor, Provenance, RecallBundle, Scores, SourceRecord
+from orchmem.models.recall.bundle import Neighbor, Provenance, RecallBundle, Scores, SourceRecord
 
 
 def _same(built: BaseModel, constructed: BaseModel) -> None:

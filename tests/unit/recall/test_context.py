@@ -7,8 +7,8 @@ import re
 import pytest
 
 from orchmem.models.core.shapes import CapturedBy, MemoryNode, MemoryType, SourceType, Status
+from orchmem.models.recall.bundle import Provenance, RecallBundle, RecalledMemory, SourceRecord
 from orchmem.models.recall.context import render_context
-from orchmem.models.recall.search import Provenance, RecallBundle, RecalledMemory, SourceRecord
 from orchmem.worker.client.handles import BulletinResult
 
 BULLETIN_TEXT = "\n".join(
