@@ -1,4 +1,4 @@
-"""What placing episodes (issue 18: scope from the run, sensitivity from the linked
+"""What placing episodes (scope from the run, sensitivity from the linked
 memories) costs ``similar_episodes``.
 
 Builds one orchestrator of N runs, each a step that logs its prompt and writes one
@@ -73,7 +73,8 @@ def build(odb: OrchestratorDB, runs: int, rng: random.Random) -> None:
 
 
 def unplaced(odb: OrchestratorDB, query: str, limit: int = 3) -> list[dict[str, Any]]:
-    """The episode search before issue 18's placement (models/storage/execlog/episodes.py)."""
+    """The episode search without placement: no scope or sensitivity filter (the placed
+    one is models/storage/execlog/episodes.py)."""
     terms = textquery.query_terms(query)
     match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
     rows = odb.sql("SELECT e.episode_id, e.run_id, e.title, e.summary, e.participants, "

@@ -1,12 +1,12 @@
-"""What the scope and sensitivity filter costs recall (issue 16).
+"""What the scope and sensitivity filter costs recall.
 
 Builds one orchestrator of N memories as benchmarks/recall_latency.py does, then makes a
 third of them session-scoped (over 50 sessions), a tenth project-scoped and 5%
 restricted. For every query, in turn (the order rotates from query to query, so a
 disturbance of the shared machine falls on all three), times ``recall()``:
 
-- ``unfiltered``: the view's SQL replaced by a condition that is always true, what
-  recall ran before issue 16 (the seven governance columns are still read);
+- ``unfiltered``: the view's SQL replaced by a condition that is always true, recall
+  without the governance filter (the seven governance columns are still read);
 - ``default``: a request naming nothing (global, not restricted);
 - ``session``: a request naming a session and a project.
 

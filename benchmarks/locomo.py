@@ -25,17 +25,18 @@ that only ask or are terse; ``-speakers`` the favour of the named speaker and th
 search without speakers' names; ``-window-list`` only the window's own list;
 ``-gate`` the relevance floor as a gate (every candidate held to the full floor).
 ``router-dated-lowered`` lowers a terse or asking memory that names a day for a
-question about when too, as the router did before issue 18's fifth part.
+question about when too (an earlier rule of the router).
 ``router-favours-first`` applies the favours (window, dated, speaker) before the
-neighbour expansion, as the router did before issue 18's fourth part (a hit's favour
-handed on to its neighbours, none of their own).
-``router-v1`` is the plan as issue 18 first shipped it (window, dated favour and
-expansion only). ``--skip 4 --conversations 3`` is the held-out check (43, 44, 47).
+neighbour expansion, as an earlier router did (a hit's favour handed on to its
+neighbours, none of their own).
+``router-v1`` is the router's first plan (window, dated favour and expansion only);
+benchmarks/HISTORY.md has how each of these compared. ``--skip 4 --conversations 3``
+is the held-out check (43, 44, 47).
 
 ``--turn-context WORDS`` embeds each turn of fewer than WORDS words (its own text, the
 label and a shared photo not counted) as "previous turn\nthis turn" of its session,
-the stored content unchanged: the contextual embedding issue 18 measured and did not
-adopt (it did not hold on the held-out conversations; benchmarks/HISTORY.md). Run it
+the stored content unchanged: a contextual embedding that was measured and not
+adopted (it did not hold on the held-out conversations; benchmarks/HISTORY.md). Run it
 beside a run without it: the vectors differ, so it is not a variant of one run.
 """
 
@@ -293,7 +294,7 @@ def main() -> None:
                         help="conversations never looked at while tuning (reported apart)")
     parser.add_argument("--turn-context", type=int, default=0, metavar="WORDS",
                         help="embed a turn of fewer than WORDS words with the turn before it "
-                             "in its session (stored content unchanged; issue 18, not adopted)")
+                             "in its session (stored content unchanged; measured, not adopted)")
     parser.add_argument("--skip", type=int, default=0,
                         help="leave out the first N conversations (a held-out check)")
     emit(evaluate(parser.parse_args()))

@@ -1,4 +1,4 @@
-"""Publish latency with many pending outbox entries, and pruning them (issue 14, item 12).
+"""Publish latency with many pending outbox entries, and pruning them.
 
 A real Redis and no worker: every write-back is recorded in the outbox, published,
 and stays pending. Before the measured writes, ``--pending`` entries are put in the

@@ -1,9 +1,8 @@
 """Soak: minutes of mixed load on 10 orchestrators, then a count of what was stored.
 
 Starts a private Redis (AOF on) and one worker per shard (2, as ``orchmem up`` runs
-them; ``--workers 1``: one worker consuming both shards, as this benchmark ran until
-issue 22's fourth part), then runs for
-``--minutes``: orchestrator threads that each, per "message", write a transcript back,
+them; ``--workers 1``: one worker consuming both shards), then runs for ``--minutes``:
+orchestrator threads that each, per "message", write a transcript back,
 get the bulletin, recall, and now and then write a workflow output or drop an ingest
 file. Prints JSON: operations and their latency percentiles, worker RSS at the start
 and the end, and the final check: every accepted write stored exactly once.

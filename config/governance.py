@@ -1,4 +1,4 @@
-"""Settings of governance (issue 16): the secret detector and the retention rules.
+"""Settings of governance: the secret detector and the retention rules.
 
 ``memory.governance`` in the TOML file or per orchestrator. A retention rule matches
 memories by any of ``type``, ``tier`` and ``scope`` (an omitted key matches all) and

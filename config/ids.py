@@ -2,7 +2,7 @@
 
 An orchestratorId becomes a folder name and part of a queue name, so it is checked
 before it touches either: ASCII letters, digits, ``_ . -``, starting with a letter or
-digit, at most 64 characters (DESIGN.md).
+digit, at most 64 characters (docs/architecture.md#identifiers-and-isolation).
 
 Ids are case-sensitive, but the folders of macOS and Windows are not: there "Bot" opens
 "bot"'s folder. So a new orchestrator whose id equals an existing one's but for case is

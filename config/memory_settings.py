@@ -25,9 +25,10 @@ class RetrievalSettings(Section):
     top_n: int = Field(20, ge=1, le=500)
     top_k_vector: int = Field(50, ge=1, le=5000)
     top_k_text: int = Field(50, ge=1, le=5000)
-    #: RRF constant. The spec's 60 (from TREC runs of 1,000-document lists) lets a
+    #: RRF constant. The usual 60 (chosen for TREC runs of 1,000-document lists) lets a
     #: middling consensus of two 50-item lists outrank each list's best hit; 10 keeps
-    #: consensus but lets a strong top hit through. Measured in README (LoCoMo).
+    #: consensus but lets a strong top hit through. Measured on LoCoMo:
+    #: docs/concepts/recall.md#why-rrf_k-is-10.
     rrf_k: int = Field(10, ge=1, le=10_000)
     #: Weight of the importance boost: factor 1 + w * (importance - 50) / 50.
     importance_weight: float = Field(0.2, ge=0.0, le=1.0)
@@ -43,21 +44,24 @@ class RetrievalSettings(Section):
     intent_weight: float = Field(0.3, ge=0.0, le=2.0)
     #: Relevance floor: a memory is returned only if its cosine similarity to the query
     #: reaches min_similarity, or min_similarity_text when full-text search found it
-    #: too (README "Relevance floor": measured on LoCoMo and unrelated questions).
+    #: too (measured on LoCoMo and unrelated questions:
+    #: docs/concepts/recall.md#how-the-floor-was-chosen).
     #: min_similarity = 0 turns the floor off.
     min_similarity: float = Field(0.3, ge=0.0, le=1.0)
     min_similarity_text: float = Field(0.2, ge=0.0, le=1.0)
     #: How long a client's recall waits for its own unfinished write-backs.
     read_your_writes_timeout_s: float = Field(5.0, ge=0.0, le=120.0)
-    #: Plan every recall by the kind of question (models/recall/router.py; README "Router"):
-    #: the question's time window, neighbours of the first hits, the speaker it names,
-    #: memories that only ask lowered. On by default since LoCoMo's held-out
-    #: conversations gained with it (README "The router on LoCoMo"). A recall's own
-    #: ``route`` argument wins.
+    #: Plan every recall by the kind of question (models/recall/router.py;
+    #: docs/concepts/recall.md#the-router): the question's time window, neighbours of the
+    #: first hits, the speaker it names, memories that only ask lowered. On by default
+    #: because LoCoMo's held-out conversations gain with it
+    #: (docs/performance.md#recall-quality-on-locomo). A recall's own ``route`` argument
+    #: wins.
     router: bool = True
     #: While the query is embedded (on the calling thread), run the full-text search
-    #: on a helper thread, in the same read snapshot (models/recall/overlap.py; README
-    #: "Recall"). The answer is the same either way; false does it in turn.
+    #: on a helper thread, in the same read snapshot (models/recall/overlap.py;
+    #: docs/concepts/recall.md#overlap). The answer is the same either way; false does it
+    #: in turn.
     overlap: bool = True
 
 
@@ -165,7 +169,8 @@ class EvolvesSettings(Section):
 
 
 class MemorySettings(Section):
-    """The ``memory.*`` keys of SPEC.md, global or per orchestrator."""
+    """The ``memory.*`` keys, global or per orchestrator
+    (docs/guide/configuration.md#settings-and-their-defaults)."""
 
     enabled: bool = True
     bulletin_mode: Literal["every_message"] = "every_message"

@@ -46,7 +46,7 @@ class EmbeddingSettings(Section):
     #: Threads torch may use in a process: the sentence-transformers model and recall's
     #: vector product (0 = torch's default, one per core). 1 by default: on a small,
     #: shared machine a second thread that is descheduled makes every call wait for it
-    #: (README, Performance: 2.6 ms instead of 22 ms for the product at 10k vectors).
+    #: (2.6 ms instead of 22 ms for the product at 10k vectors: docs/performance.md#threads).
     torch_threads: int = Field(1, ge=0, le=256)
     #: Threads ONNX Runtime may use for one embedding call (0 = one per core).
     onnx_threads: int = Field(0, ge=0, le=256)
@@ -85,14 +85,16 @@ class WorkerSettings(Section):
     #: queue depths. Several workers on one host need different ports (``--metrics-port``).
     metrics_port: int = Field(0, ge=0, le=65_535)
     metrics_address: str = "127.0.0.1"
-    #: Waiting write-backs applied as one batch, at most this many (1 = off; README).
+    #: Waiting write-backs applied as one batch, at most this many (1 = off;
+    #: docs/concepts/write-path.md#batched-write-backs).
     batch_max: int = Field(64, ge=1, le=1000)
     #: After a kill, redelivered messages wait this long to be put back in order.
     redelivery_wait_ms: int = Field(200, ge=0, le=10_000)
     #: Celery task events from the shard workers (received, started, succeeded...):
     #: Flower's *Tasks* view is built from them. They are a Redis publish per tick of
     #: the worker's loop, about a third of a busy shard worker's main-process CPU;
-    #: off, Flower still lists the workers and the queues (README "Flower"), and the
+    #: off, Flower still lists the workers and the queues
+    #: (docs/operations/monitoring.md#flower), and the
     #: publishers (clients, CLI, beat) send no task-sent events either.
     task_events: bool = True
 

@@ -1,4 +1,5 @@
-"""A small reference orchestrator that uses orchmem the way SPEC.md asks (no LLM).
+"""A small reference orchestrator that uses orchmem as the behavioural contract asks
+(docs/architecture.md#the-behavioural-contract; no LLM).
 
 Per message it:
 

@@ -137,7 +137,7 @@ def _due(task: MemoryTask, job: str, orchestrator_id: str) -> bool:
             entry.is_file() for entry in workspace.ingest_dir.iterdir())
     if job in ("integrity", "gc", "backup"):
         return workspace.db_path.exists()
-    if job == "retention":  # issue 16 (tasks/retention.py)
+    if job == "retention":  # the retention rules (tasks/retention.py)
         return memory.governance.retention_enabled and workspace.db_path.exists()
     if job == "outbox":
         return workspace.outbox_path.exists()

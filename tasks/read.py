@@ -11,11 +11,12 @@ still not committed], "bundle": <RecallBundle JSON>}``, or ``{"ok": false, "erro
 "message"}``. It goes back on the list the message names in ``reply`` (the client waits
 on it with one ``BLPOP``, which also removes it; an answer nobody takes expires after
 ``REPLY_TTL_S``), not through Celery's result store: that costs a subscription, a
-read before the write, a stored copy and a delete per recall (README "Several hosts").
+read before the write, a stored copy and a delete per recall
+(docs/operations/hosts-and-shards.md#recall-over-the-queue).
 The bundle is written to JSON and read back in one pass each (pydantic's own encoder
 and parser), and the task's return value is then only ``{"ok", "replied"}``: nobody
 reads it, and Celery formats it for its log. A message without ``reply`` (a client of
-an earlier release) gets the whole answer from the result store as before.
+an earlier release) gets the whole answer from the result store.
 """
 
 from __future__ import annotations

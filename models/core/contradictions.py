@@ -1,11 +1,10 @@
 """When a ``Contradicts`` edge still stands: the one definition of "unresolved".
 
-SPEC.md asks for a "contradiction penalty when unresolved", keeps both memories of a
-contradiction ("Contradictions must not delete prior memories") and makes every
-resolution explicit ("Supersession/retraction must be explicit via status"). So a
-contradiction is resolved by a status change of either end, and it is **unresolved
-while both of its memories are active**. A hard-forgotten memory is retracted, so a
-contradiction with a forgotten end is resolved too.
+A contradiction never deletes either memory, and it is resolved only explicitly, by a
+status change of either end (docs/architecture.md#contradictions). So it is
+**unresolved while both of its memories are active**, and only then does recall lower
+a score for it. A hard-forgotten memory is retracted, so a contradiction with a
+forgotten end is resolved too.
 
 Recall penalizes the older (``to``) end of each unresolved edge; the bulletin lists
 each unresolved edge under ``conflicts_and_uncertainties``. Both use :func:`unresolved`.

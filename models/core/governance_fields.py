@@ -1,4 +1,4 @@
-"""Governance vocabulary of a memory: tier, scope, sensitivity, tags and metadata (issue 16).
+"""Governance vocabulary of a memory: tier, scope, sensitivity, tags and metadata.
 
 - **tier**: ``profile`` (durable traits), ``semantic`` (normalized knowledge),
   ``episodic`` (timestamped, source-linked events) or ``procedural`` (how to work).
@@ -44,7 +44,8 @@ class Sensitivity(StrEnum):
     RESTRICTED = "restricted"
 
 
-#: The tier a memory of each type takes when it names none (README "Governance").
+#: The tier a memory of each type takes when it names none
+#: (docs/concepts/governance.md#fields).
 TIER_OF_TYPE: dict[str, Tier] = {
     "Identity": Tier.PROFILE, "Preference": Tier.PROFILE,
     "Fact": Tier.SEMANTIC, "Decision": Tier.SEMANTIC, "Goal": Tier.SEMANTIC,

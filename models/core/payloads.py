@@ -88,8 +88,8 @@ class TranscriptMessage(WireModel):
 
 
 class Placed(WireModel):
-    """Where the memories a transcript, workflow output or diagnostics run gives belong
-    (issue 16): scope global by default; a transcript's sessionId defaults to its
+    """Where the memories a transcript, workflow output or diagnostics run gives belong:
+    scope global by default; a transcript's sessionId defaults to its
     conversationId (recorded on every memory, so ``forget --session`` finds them)."""
 
     scope: Scope = Scope.GLOBAL
@@ -144,7 +144,7 @@ class Diagnostics(Placed):
 
 
 class WritebackRequest(WireModel):
-    """What an orchestrator writes back (SPEC.md "Memory write-back triggers").
+    """What an orchestrator writes back (docs/architecture.md#write-back-triggers).
 
     Any mix of explicit ``memories`` (and ``edges`` between them or to existing
     memories), a ``channelTranscript``, a ``workflowOutput`` and ``diagnostics``.

@@ -1,9 +1,10 @@
-"""The domain's shapes: memory nodes, edges, provenance, and their rules (SPEC.md "Core Model").
+"""The domain's shapes: memory nodes, edges, provenance, and their rules
+(docs/architecture.md#the-memory-model).
 
 This module is the one place where enums, bounds and field rules live. Input is
 validated strictly: a wrong type is an error, never coerced (``"50"`` is not an
 importance, ``true`` is not a confidence, ``"fact"`` is not a type). The only
-transformations are the ones the spec asks for: content is normalized plain text
+transformations are these two: content is normalized plain text
 (Unicode NFC, line endings, surrounding blanks) and a file-backed ``sourcePath`` is
 made absolute and canonical inside the orchestrator's workspace.
 
@@ -251,7 +252,7 @@ def check_timestamp(value: Any) -> Any:
 
 
 class Source(WireModel):
-    """Provenance of a memory (SPEC.md "Provenance and Auditability")."""
+    """Provenance of a memory (docs/architecture.md#provenance-and-audit)."""
 
     source_type: SourceType
     source_path: str | None = None

@@ -4,8 +4,8 @@ Pydantic's ``model_construct`` skips validation but still, for every field of th
 class, looks the value up under its alias and its validation aliases (every
 :class:`~orchmem.models.core.shapes.WireModel` field has a camelCase alias), builds the
 list of those aliases, and asks each field for its default: 20-40 µs for a memory
-node. Recall builds about 140 models per answer, so that was a millisecond of every
-recall (README "Performance").
+node. Recall builds about 140 models per answer, so ``model_construct`` would cost a
+millisecond of every recall (docs/performance.md#threads).
 
 :func:`trusted` gives the same object (the same ``__dict__``, the same fields set,
 no extra, no private state) from values given by field name, with the defaults of

@@ -54,7 +54,7 @@ class OnnxEmbedder(Embedder):
             options.intra_op_num_threads = settings.onnx_threads
             options.inter_op_num_threads = 1
             # Idle threads sleep: spinning ones would take the cores a worker or the
-            # vector product needs next (measured on 2 cores: see README, Performance).
+            # vector product needs next (measured on 2 cores: docs/performance.md#threads).
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
             options.log_severity_level = 3
             self._session = onnxruntime.InferenceSession(

@@ -1,4 +1,4 @@
-"""Episodes: ended runs, grouped with what they did and produced (issue 18, item 2).
+"""Episodes: ended runs, grouped with what they did and produced.
 
 An episode is a projection of one run of the execution log: who took part (the
 events' actors), which tools were called, the outcome, an extractive summary (whole

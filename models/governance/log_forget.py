@@ -1,4 +1,4 @@
-"""What a hard forget does to the execution log and its episodes (issue 18).
+"""What a hard forget does to the execution log and its episodes.
 
 The log keeps the bounded texts a run chose to keep (prompts, responses, tool outputs)
 and episodes keep sentences copied from them, so a memory's words can outlive its

@@ -5,8 +5,9 @@
   values before and after. A change of content is a supersede, never a patch.
 - ``invalidate``: the record was wrong (as opposed to a user taking it back). It is a
   retract with a reason, audited as its own op ``invalidate``; recall, the bulletin
-  and context leave it out like any retracted memory (README "Governance").
-- ``forget_policy``: forget every memory a :class:`~.storage.selection.Selector`
+  and context leave it out like any retracted memory (docs/concepts/governance.md#edits).
+- ``forget_policy``: forget every memory a
+  :class:`~orchmem.models.storage.memories.selection.Selector`
   matches, soft or hard, or with ``dryRun`` only say which (``{"count", "memoryIds"}``).
   Its application lives in :mod:`.edits` (it forgets each memory as ``forget`` does).
 """

@@ -1,4 +1,4 @@
-"""Retention (issue 16): which memories the settings' rules say must go, and forgetting
+"""Retention: which memories the settings' rules say must go, and forgetting
 them through the same edit as ``forget_policy`` (audited per memory, idempotent).
 
 Rules (``memory.governance.retention``, config/governance.py) are tried in order; the

@@ -3,9 +3,10 @@
 A file is **claimed** before anything reads it: renamed into ``ingest/.inflight/``
 under its own name. From then on the scan reads, commits and moves that one file,
 whatever is dropped into ``ingest/`` meanwhile; a newer file renamed in under the same
-name (README's way to drop a file) stays there for the next scan. A file a scan
-stopped with (a crash, or a file that changed while being read and whose name a newer
-file took) is still claimed: the next scan takes it from ``.inflight/`` first.
+name (the way to drop a file: docs/concepts/ingest.md#dropping-files) stays there for
+the next scan. A file a scan stopped with (a crash, or a file that changed while being
+read and whose name a newer file took) is still claimed: the next scan takes it from
+``.inflight/`` first.
 """
 
 from __future__ import annotations

@@ -2,10 +2,10 @@
 done with it.
 
 A file's outcome is a :class:`FileOutcome`; a refused file's is a :class:`Rejection`,
-whose reason is a stable code (README lists them): ``unsupported_extension``,
-``too_large``, ``empty``, ``not_utf8``, ``binary``, ``symlink``, ``not_regular_file``,
-``outside_workspace``, ``invalid_json``, ``schema_violation``, ``too_many_memories``,
-``scope_violation``, ``extraction_budget``.
+whose reason is a stable code (docs/concepts/ingest.md#rejection-reasons):
+``unsupported_extension``, ``too_large``, ``empty``, ``not_utf8``, ``binary``,
+``symlink``, ``not_regular_file``, ``outside_workspace``, ``invalid_json``,
+``schema_violation``, ``too_many_memories``, ``scope_violation``, ``extraction_budget``.
 
 A scanned file moves to processed/ or rejected/. A move never replaces a file already
 there: a taken name gets the sha256 prefix, then a counter (``report.pdf``,

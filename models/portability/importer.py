@@ -27,7 +27,8 @@ Merging into a memory that already has rows:
 
 The import runs in the caller's process. It writes through SQLite's write lock like any
 task: the shard's worker waits (``busy_timeout``) and its tasks retry a lock timeout,
-so there is still one writer at a time (README, "Export and import").
+so there is still one writer at a time
+(docs/operations/export-and-import.md#the-single-writer).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Context formats and budgets (issue 16).
+"""Context formats and budgets (docs/concepts/governance.md#context-formats-and-budgets).
 
 - ``relevant-memory`` is seed 001's block: ``[Relevant Memory]`` then one ``- `` line
   per recalled memory (its content on one line), best first;

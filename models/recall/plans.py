@@ -292,11 +292,11 @@ def planned(odb: OrchestratorDB, ranked: list[Ranked], rows: Mapping[str, Row], 
     With ``favour_after_expansion`` the favours come after the expansion and reach the
     memories it added: they say something of the memory itself (said by the person
     asked about, dated in the asked days), so a neighbour inherits its hit's plain
-    score and then gets its own favour. Before it, a hit's favour was handed on to
+    score and then gets its own favour. Without it, a hit's favour is handed on to
     every neighbour (the other speaker's turns beside it too), and the answer reached
-    through the other speaker's question never got its own (README "Time, as of,
-    latest state and the router"). The added rows are read once; substance reuses
-    them instead of reading their contents."""
+    through the other speaker's question never gets its own
+    (docs/concepts/recall.md#favours-after-the-expansion). The added rows are read
+    once; substance reuses them instead of reading their contents."""
     if not plan.favour_after_expansion:
         ranked = boost_speakers(boost_window(ranked, rows, plan), rows, plan)
         return weigh_substance(odb, expand(odb, ranked, plan, admit), rows, plan)

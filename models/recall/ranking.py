@@ -11,8 +11,8 @@ A memory found by only one list still scores; one found by both adds the two ter
 ``rrf_k`` flattens the difference between neighbouring ranks. The paper's 60 was
 chosen for fusing many deep (1,000-item) runs; over two 50-item lists it compresses
 ranks 1..50 into a 1.8x band, so agreement between the lists outweighs either list's
-best hit. The default is therefore 10 (README, "Recall": LoCoMo figures, chosen on one
-half of the conversations and checked on the other).
+best hit. The default is therefore 10 (chosen on one half of the LoCoMo conversations
+and checked on the other: docs/concepts/recall.md#why-rrf_k-is-10).
 
 **Modifiers** multiply the fused score; each is 1 when its weight is 0, so any of them
 can be switched off in settings (``memory.retrieval.*_weight``)::

@@ -18,8 +18,9 @@ for the memory right after a hit that asked a question: most likely its answer).
 plan is in the bundle
 (``RecallBundle.plan``), so a caller sees why it got what it got.
 
-The weights were chosen on LoCoMo (benchmarks/locomo.py, README "Router") for what
-generalises across conversations, never per question.
+The weights were chosen on LoCoMo (benchmarks/locomo.py;
+docs/concepts/recall.md#the-router) for what generalises across conversations, never
+per question.
 """
 
 from __future__ import annotations

@@ -408,7 +408,8 @@ def _admit(odb: OrchestratorDB, search: _Search, ids: list[str]) -> set[str]:
 def relevance_floor(cosines: dict[str, float], text_ids: set[str],
                     params: RetrievalSettings,
                     floors: tuple[float, float] | None = None) -> Callable[[str], bool]:
-    """Whether a candidate is relevant enough to return (README "Relevance floor").
+    """Whether a candidate is relevant enough to return
+    (docs/concepts/recall.md#the-relevance-floor).
 
     Its cosine similarity to the query must reach ``min_similarity``, or, when full-text
     search found it too, ``min_similarity_text`` (``floors`` gives both instead: the

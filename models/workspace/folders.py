@@ -1,6 +1,6 @@
 """An orchestrator's folders, and the rule for paths that may be cited as sources.
 
-Layout under the runtime root (SPEC.md "Runtime Filesystem Layout")::
+Layout under the runtime root (docs/concepts/what-it-stores.md#files-per-orchestrator)::
 
     memory/memory.db            SQLite (WAL)
     memory/outbox.db            client-side outbox of published requests

@@ -57,7 +57,7 @@ class _Provenance:
 
     given: dict[str, Any]
     validated: Source | None = None
-    #: scope, sessionId, projectId, tags of every memory of the section (issue 16).
+    #: The placement (scope, sessionId, projectId, tags) of every memory of the section.
     placement: dict[str, Any] = field(default_factory=dict)
 
 

@@ -1,7 +1,8 @@
 """Precision and recall of the secret detector on a labelled JSON-lines set.
 
 Each line is ``{"text": ..., "secret": true|false, "kind"?: rule}``. Used by
-``benchmarks/secret_detector.py`` (the README's figures) and its unit test.
+``benchmarks/secret_detector.py`` (its figures:
+docs/concepts/governance.md#the-secret-detector) and its unit test.
 """
 
 from __future__ import annotations

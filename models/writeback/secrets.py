@@ -1,5 +1,5 @@
 """The rules-first secret detector: a memory whose text holds an obvious secret is
-stored restricted (issue 16).
+stored restricted.
 
 Each rule is a regular expression, and for some a check of what it matched: a payment
 card number must pass the Luhn check; a password must be stated as one ("my password
@@ -7,7 +7,8 @@ is hunter2", "password: ..."), not talked about ("the password is wrong"); a
 ``key = value`` credential must look random (letters and digits mixed). The rules in use
 are ``memory.governance.secret_rules`` (config/governance.py). Precision and recall on
 the labelled set ``tests/data/secrets/labelled.jsonl`` are measured by
-``benchmarks/secret_detector.py`` (README "Governance").
+``benchmarks/secret_detector.py``; the figures are in
+docs/concepts/governance.md#the-secret-detector.
 """
 
 from __future__ import annotations

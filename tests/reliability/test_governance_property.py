@@ -1,4 +1,4 @@
-"""Property (issue 16): over random mixes of memories and requests, no restricted memory
+"""Property of governance: over random mixes of memories and requests, no restricted memory
 ever appears in a bulletin, a context or a default recall, and no session's memory in
 another session's recall.
 

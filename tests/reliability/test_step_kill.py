@@ -1,4 +1,4 @@
-"""A step's log events and its write-back are one transaction (issue 18): a process
+"""A step's log events and its write-back are one transaction: a process
 SIGKILLed inside it, after the events were inserted and before the commit, leaves
 neither the memory nor the events; the step run again writes both, once."""
 

@@ -67,8 +67,9 @@ def emit(data: Any, as_json: bool, text: str | None = None) -> None:
         click.echo(text)
 
 
-#: Exit codes of every command (README "Commands"): 0 done; 1 an error; 2 bad usage or
-#: invalid input; 3 an unknown orchestrator or memory; 4 no worker or broker answered.
+#: Exit codes of every command (docs/guide/commands.md#options-errors-and-exit-codes):
+#: 0 done; 1 an error; 2 bad usage or invalid input; 3 an unknown orchestrator or
+#: memory; 4 no worker or broker answered.
 EXIT_ERROR, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_UNAVAILABLE = 1, 2, 3, 4
 _EXIT_BY_CODE = {"validation": EXIT_USAGE, "not_found": EXIT_NOT_FOUND,
                  "broker_unavailable": EXIT_UNAVAILABLE, "timeout": EXIT_UNAVAILABLE}

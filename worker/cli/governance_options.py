@@ -1,4 +1,4 @@
-"""The governance options (issue 16) that ``write``, ``list`` and ``recall`` take."""
+"""The governance options that ``write``, ``list`` and ``recall`` take."""
 
 from __future__ import annotations
 

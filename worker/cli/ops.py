@@ -157,7 +157,7 @@ def worker(cli: Cli, shards: tuple[int, ...], loglevel: str | None, logfile: str
         "--loglevel", loglevel or settings.log_level,
         "--without-mingle",
     ]
-    if settings.worker.task_events:  # Flower's Tasks view (README "Flower")
+    if settings.worker.task_events:  # Flower's Tasks view (docs/operations/monitoring.md#flower)
         argv.append("--task-events")
     if logfile:
         argv += ["--logfile", logfile]

@@ -327,7 +327,7 @@ class MemoryClient:
                    log_events: Sequence[dict[str, Any]] | None = None) -> WriteHandle:
         """Publish a write-back; returns at once with a handle (``ok`` False if refused).
 
-        ``memories``/``edges`` as in SPEC.md; ``transcript`` =
+        ``memories``/``edges`` as in docs/guide/client.md#explicit-memories; ``transcript`` =
         ``{"conversationId", "channel"?, "messages": [{"role", "text"}]}``;
         ``workflow_output`` = ``{"workflowRunId", "stepId", "output": text | JSON}``;
         ``diagnostics`` = ``{"runId"?, "findings": [{"severity", "text", "component"?}]}``;
@@ -403,7 +403,8 @@ class MemoryClient:
         strips its words from the audit trail (event subjects, edge reasons) and from
         the FTS index, and erases the finished entries of this orchestrator's outbox,
         dead letters, processed ingest files, stored results and (by an AOF rewrite) the
-        broker's old messages; one tombstone remains (README "What a hard forget erases").
+        broker's old messages; one tombstone remains
+        (docs/guarantees.md#what-a-hard-forget-erases).
         Returns a :class:`WriteHandle`; never raises: a refused request gives
         ``ok=False`` with the reason in ``error`` (see :meth:`supersede`).
         """

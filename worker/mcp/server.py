@@ -230,9 +230,9 @@ class MemoryTools:
 
 
 class MemoryServer(MCPServer[Any]):
-    """The SDK's server, with a refusal's text as README gives it: the code first
-    (``validation: top_n: …``, ``not_found: …``), without the SDK's "Error executing
-    tool …" prefix or pydantic's wording of the arguments' model."""
+    """The SDK's server, with a refusal's text as docs/guide/http-api-and-mcp.md#mcp gives
+    it: the code first (``validation: top_n: …``, ``not_found: …``), without the SDK's
+    "Error executing tool …" prefix or pydantic's wording of the arguments' model."""
 
     async def call_tool(self, name: str, arguments: dict[str, Any],
                         context: Any = None) -> Any:

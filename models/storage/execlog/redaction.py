@@ -1,4 +1,4 @@
-"""Erasing words from the execution log and its episodes (a hard forget, issue 18).
+"""Erasing words from the execution log and its episodes (a hard forget).
 
 A log event is never deleted: its row keeps its id, kind, names, digest, idempotency
 key and times, so the log still says that something happened and a replay still

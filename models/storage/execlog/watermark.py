@@ -1,4 +1,4 @@
-"""The projection watermark: how far derived data lags behind the log (issue 18, item 5).
+"""The projection watermark: how far derived data lags behind the log.
 
 The log's watermark is its last seq, when it was recorded and the log's schema
 version. Each projection reports how far behind it is, in its own unit:

@@ -1,4 +1,4 @@
-"""A node's governance fields (issue 16) from the stored columns: shared by the row
+"""A node's governance fields from the stored columns: shared by the row
 reads of memories.py and recall_reads.py (no database import, so either may use it)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Selecting memories by policy (issue 16): by ids, cutoff, scope, source and tag.
+"""Selecting memories by policy: by ids, cutoff, scope, source and tag.
 
 Every selector given must hold (they combine with AND); a memory matches a source
 selector when ANY of its sources (the first or a later restatement) came from that

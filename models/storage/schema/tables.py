@@ -334,7 +334,8 @@ NOT_DERIVED_TABLES: dict[str, str] = {
     "memory_event_ids": "memoryId -> event id",
     "task_receipts": "idempotency keys and results of ids and counts",
     "ingest_manifest": "file names, hashes and memoryIds of ingested files",
-    "log_runs": "run names, outcome labels, counters (labels are kept: README)",
+    "log_runs": "run names, outcome labels, counters (labels are kept: "
+                "docs/guarantees.md#what-a-hard-forget-erases)",
 }
 
 FTS_DDL = (

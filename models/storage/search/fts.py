@@ -66,7 +66,7 @@ def search(odb: OrchestratorDB, text: str, *, limit: int, statuses: Sequence[str
         if values is not None:
             filters.append(f"AND {column} IN ({','.join('?' * len(values))})")
             params.extend(values)
-    seen, seen_params = view.sql("m")  # scope, sensitivity, tags (issue 16)
+    seen, seen_params = view.sql("m")  # the one visibility rule: scope, sensitivity, tags
     filters.append(f"AND {seen}")
     params.extend(seen_params)
     expression = match_expression(terms)

@@ -1,4 +1,4 @@
-"""Governance (issue 16) over HTTP: scoped recall, bulletin and context; bad scope ids
+"""Governance over HTTP: scoped recall, bulletin and context; bad scope ids
 and budgets named; restricted memories never served."""
 
 from __future__ import annotations

@@ -119,7 +119,7 @@ def test_bad_input_is_refused_with_an_error_not_raised(isolated: Any) -> None:
 
 def test_a_bulletin_request_drops_no_stored_result_first(isolated: Any) -> None:
     # Its key is new (a uuid): nothing can be stored under its task id, so the publish
-    # skips the DEL a re-sent request needs (a round trip per message, issue 22).
+    # skips the DEL a re-sent request needs (a round trip per message).
     settings = isolated(shards=1)
     client = MemoryClient("fresh-bulletin", settings, app=create_app(settings))
     redis = client.app.backend.client

@@ -1,7 +1,7 @@
 """The embedder as a library in its host's process: offline, and hands off the environment.
 
 Recall loads the model inside the orchestrator's own process, so loading it must not
-change that process's environment (issue 14, item 15). The check runs in a fresh
+change that process's environment. The check runs in a fresh
 interpreter: the session's model, and whatever other tests set, must not hide a change.
 """
 

@@ -1,4 +1,4 @@
-"""Episodes are placed like memories (issue 18): the scope of their run, the
+"""Episodes are placed like memories: the scope of their run, the
 sensitivity of the most sensitive memory they link; ``recall(..., episodes=True)``
 returns only those the request's view may see. In-process mode, real SQLite."""
 

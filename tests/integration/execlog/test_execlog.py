@@ -1,5 +1,5 @@
 """The execution log, its episodes and the watermark, in the client's in-process mode
-(the real task code and SQLite file, no broker): issue 18, part B."""
+(the real task code and SQLite file, no broker)."""
 
 from __future__ import annotations
 

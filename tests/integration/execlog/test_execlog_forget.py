@@ -1,5 +1,5 @@
-"""A hard forget erases a memory's words from the execution log and the episodes too
-(issue 18), in the client's in-process mode (the real task code and SQLite file)."""
+"""A hard forget erases a memory's words from the execution log and the episodes
+too, in the client's in-process mode (the real task code and SQLite file)."""
 
 from __future__ import annotations
 

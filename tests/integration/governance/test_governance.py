@@ -1,4 +1,4 @@
-"""Governance (issue 16) through the in-process client: the fields of every memory,
+"""Governance through the in-process client: the fields of every memory,
 scope views, restricted reads, patch and invalidate, and forget by policy."""
 
 from __future__ import annotations

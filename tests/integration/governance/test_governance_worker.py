@@ -1,4 +1,4 @@
-"""Governance (issue 16) through the real worker and the CLI: scope isolation between
+"""Governance through the real worker and the CLI: scope isolation between
 sessions, restricted reads, retention, and every selector of ``orchmem forget``."""
 
 from __future__ import annotations

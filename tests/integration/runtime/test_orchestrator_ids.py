@@ -1,7 +1,7 @@
-"""orchestratorIds that differ only in case never share a folder (issue 14, item 17).
+"""orchestratorIds that differ only in case never share a folder.
 
 On macOS and Windows "Bot" opens "bot"'s folder: its database then fails the owner
-check and used to be quarantined. A new id that equals an existing orchestrator's
+check and would be quarantined. A new id that equals an existing orchestrator's
 folder name but for case is refused, naming both ids; existing databases are untouched.
 The write-back task runs in this process (``apply``), through the worker's own open.
 """

@@ -185,7 +185,7 @@ def test_a_file_newer_than_this_release_is_still_refused(legacy: Any) -> None:
 def test_the_migrations_are_numbered_in_order_up_to_the_schema_version() -> None:
     versions = [step.version for step in MIGRATIONS]
     # Ascending and unique, ending at SCHEMA_VERSION. Branches take their numbers ahead
-    # of the merge (issue 18a's 4 before issue 16's 3), so a branch may have a gap.
+    # of the merge (a step 4 may land before a step 3), so the numbers may have a gap.
     assert versions == sorted(set(versions)) and versions[0] == 2
     assert versions[-1] == SCHEMA_VERSION
 

@@ -179,9 +179,9 @@ def test_near_duplicates_need_the_same_numbers_and_most_words() -> None:
 
 # ---------------------------------------------------------------------------- linear work
 
-#: Characters of the long inputs below. The rules before issue 14 took 24 s on a
-#: 12,000-character list item and grew with the square of the length (hours at this
-#: size); linear extraction takes milliseconds.
+#: Characters of the long inputs below. Rules quadratic in the length take 24 s on a
+#: 12,000-character list item (hours at this size); linear extraction takes
+#: milliseconds.
 LONG = 200_000
 #: A bound far above the milliseconds linear extraction takes, far below the hours of
 #: the quadratic rules: it catches pathological slowness, it does not measure speed.

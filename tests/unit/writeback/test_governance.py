@@ -1,4 +1,4 @@
-"""Governance values and rules (issue 16): tiers by type, scope completeness, tags and
+"""Governance values and rules: tiers by type, scope completeness, tags and
 metadata bounds, the secret detector, the view's SQL against its Python twin, budgets."""
 
 from __future__ import annotations
