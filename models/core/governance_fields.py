@@ -9,8 +9,9 @@
 - **tags**: at most :data:`MAX_TAGS` short labels; **metadata**: a JSON object of at
   most :data:`MAX_METADATA_BYTES` bytes as compact JSON.
 
-This module holds the values and their checks only; :mod:`.schema` puts the fields on
-the wire models and :mod:`.storage.visibility` turns a request's view into SQL.
+This module holds the values and their checks only; :mod:`.shapes` puts the fields on
+the wire models and :mod:`orchmem.models.storage.visibility` turns a request's view
+into SQL.
 """
 
 from __future__ import annotations

@@ -71,8 +71,9 @@ def encode(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
 def nearest_ahead(odb: OrchestratorDB, texts: Sequence[str], k: int) -> Iterator[None]:
     """For the block, ``odb``'s vector index holds the ``k`` nearest memories of each of
     ``texts`` computed ahead (by :func:`ahead`), ranked in one product
-    (:meth:`~.storage.vectors.VectorIndex.rank_ahead`): a task's reconciliation then
-    only scores the memories added since. Nothing when no text was computed ahead."""
+    (:meth:`~orchmem.models.storage.search.vectors.VectorIndex.rank_ahead`): a task's
+    reconciliation then only scores the memories added since. Nothing when no text was
+    computed ahead."""
     current = _AHEAD.get()
     rows = [] if current is None else \
         [current[1][t] for t in dict.fromkeys(texts) if t in current[1]]

@@ -366,7 +366,7 @@ def _answer(odb: OrchestratorDB, search: _Search, text: _TextSide,
         found_by_text = {*text_ids, *window}
         floor = relevance_floor(cosines, found_by_text, search.params)
         lower = search.asked.plan.answered_floor if search.asked.plan else None
-        if lower is not None:  # the router's plan: the floor as a gate (recall_time.py)
+        if lower is not None:  # the router's plan: the floor as a gate (plans.py)
             floor = gate_floor(floor, relevance_floor(cosines, found_by_text, search.params,
                                                       lower), {*vector_ids, *found_by_text})
     read = {i.memory_id for i in text.inputs}

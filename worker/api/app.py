@@ -2,7 +2,7 @@
 and in other languages (``orchmem serve``).
 
 Every path under ``/v1/orchestrators/{orchestratorId}/`` needs a bearer token bound to
-that orchestrator (:mod:`.api_auth`); ``GET /v1/health`` and ``GET /openapi.json`` need
+that orchestrator (:mod:`.auth`); ``GET /v1/health`` and ``GET /openapi.json`` need
 none. Each handler parses, calls one :class:`~orchmem.worker.client.memory_client.MemoryClient`
 method, and shapes its result: the domain stays in the client.
 
@@ -25,7 +25,7 @@ when ``wait=false`` or the worker did not answer within ``api.wait_timeout_s``. 
 run and wait in a pool of their own (``api.write_threads``); reads use the server's
 default pool. Each orchestrator has at most ``api.max_requests_per_orchestrator``
 requests in progress: past that, 429 ``too_many_requests`` with ``Retry-After``.
-Errors are ``{"ok": false, "error": code, "message", "errors"}`` (:mod:`.api_errors`).
+Errors are ``{"ok": false, "error": code, "message", "errors"}`` (:mod:`.errors`).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""The handlers of ``/v1/orchestrators/{orchestratorId}/…`` (see :mod:`.api`).
+"""The handlers of ``/v1/orchestrators/{orchestratorId}/…`` (see :mod:`.app`).
 
 Each one: admit the token (a dependency, so it runs before anything is parsed), parse,
 call one ``MemoryClient`` method, shape the answer. Bodies are validated with the
-models the worker uses (``WritebackRequest``) or the edit shapes of :mod:`.api_models`.
+models the worker uses (``WritebackRequest``) or the edit shapes of :mod:`.bodies`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The MCP server over streamable HTTP, behind the HTTP API's token rule.
 
-``orchmem mcp --orch ID --http`` serves ID's tools (:mod:`.mcp_server`) at ``/mcp``.
+``orchmem mcp --orch ID --http`` serves ID's tools (:mod:`.server`) at ``/mcp``.
 Every request needs ``Authorization: Bearer <token>`` of a token bound to ID: none or an
 invalid one is 401 ``unauthorized``, a token of another orchestrator is 403
 ``scope_violation``, logged like every scope violation (:class:`.api_auth.Guard`). The

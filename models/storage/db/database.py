@@ -151,7 +151,8 @@ class OrchestratorDB:
         disk (``synchronous=NORMAL`` for this transaction, in WAL mode): it survives a
         crash of the process, the next durable commit makes it durable as well (the WAL
         is synced as a whole), and only a power loss before that may undo it. For a
-        delivery's count, which guards against crashing workers (:mod:`.receipts`)."""
+        delivery's count, which guards against crashing workers
+        (:mod:`orchmem.models.storage.delivery.receipts`)."""
         writing = getattr(self._local, "writing", 0)
         if not writing:
             check_not_degraded(self.workspace)

@@ -1,5 +1,5 @@
 """A node's governance fields from the stored columns: shared by the row
-reads of memories.py and recall_reads.py (no database import, so either may use it)."""
+reads of rows.py and search/reads.py (no database import, so either may use it)."""
 
 from __future__ import annotations
 

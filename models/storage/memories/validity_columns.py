@@ -68,7 +68,8 @@ def validity_columns(memory: MemoryInput) -> dict[str, Any]:
     }
 
 
-#: A memory's start and end, for a supersede (fixed text: :mod:`.statements`).
+#: A memory's start and end, for a supersede (fixed text:
+#: :mod:`orchmem.models.storage.db.statements`).
 _WINDOW = "SELECT valid_from, created_at, valid_to FROM memories WHERE memory_id = ?"
 
 
