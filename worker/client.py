@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import redis
 
@@ -43,7 +43,6 @@ from orchmem.models.memlog import MemoryLog
 from orchmem.models.payloads import check_writeback, with_default_sources
 from orchmem.models.recall import RecallBundle, recall
 from orchmem.models.schema import format_ts, utc_now, validate_with
-from orchmem.models.storage import receipts
 from orchmem.models.storage.database import Databases
 from orchmem.models.storage.outbox import Outbox
 from orchmem.models.storage.visibility import View, make_view
@@ -56,12 +55,16 @@ from orchmem.tasks.writeback import WRITEBACK
 from .app import OrchmemCelery, create_app, create_immediate_app
 from .client_context import ContextCalls
 from .client_governance import GovernanceCalls
-from .handles import BulletinResult, WriteHandle, task_result
+from .client_results import ResultCalls
+from .handles import BulletinResult, WriteHandle
 from .pending import PendingWrites
 from .redis_clients import broker_client
 from .reflection_client import ReflectionMixin
 from .remote import empty_bundle, remote_recall
 from .runlog import LogCalls
+
+if TYPE_CHECKING:
+    import anyio
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +74,7 @@ BROKER_BACKOFF_S = 5.0
 CATCH_UP_BATCH = 100
 
 
-class MemoryClient(ReflectionMixin, GovernanceCalls, ContextCalls, LogCalls):
+class MemoryClient(ReflectionMixin, GovernanceCalls, ContextCalls, LogCalls, ResultCalls):
     """The memory of one orchestrator, as that orchestrator uses it.
 
     ``settings`` default to :func:`load_settings` (``orchmem.toml`` / ``ORCHMEM_*``).
@@ -260,33 +263,17 @@ class MemoryClient(ReflectionMixin, GovernanceCalls, ContextCalls, LogCalls):
             self._redis = None
             raise BrokerUnavailable(f"broker unreachable: {exc}") from exc
 
-    def _receipt_final(self, key: str) -> bool:
-        """Whether ``key``'s receipt is final; False when it cannot be read (logged)."""
-        try:
-            odb = self.databases.open(self.orchestrator_id, create=False)
-            return odb is not None and receipts.status(odb, key) in receipts.FINAL
-        except OrchmemError as exc:
-            self._warn("receipt not read", exc)
-            return False
-
-    def _result(self, handle: WriteHandle, timeout: float) -> dict[str, Any] | None:
-        from celery.exceptions import TimeoutError as CeleryTimeout
-
-        try:
-            pending = handle._async if self.immediate else self.app.AsyncResult(handle.task_id)
-            value = pending.get(timeout=timeout, propagate=False)
-        except CeleryTimeout:
-            return None
-        except Exception as exc:
-            self._warn("waiting for a result", exc)
-            return None
-        return task_result(value)
-
     def wait_for_writes(self, timeout: float | None = None) -> list[str]:
         """Wait until this client's published writes are committed; returns the keys
         still pending after ``timeout`` (default
         ``memory.retrieval.read_your_writes_timeout_s``). See :mod:`.pending`."""
         return self._pending.wait(timeout)
+
+    async def wait_for_writes_async(self, timeout: float | None = None,
+                                    limiter: anyio.CapacityLimiter | None = None) -> list[str]:
+        """:meth:`wait_for_writes` for an event loop: no thread is held between its
+        polls, whose reads run in ``limiter``'s pool."""
+        return await self._pending.wait_async(timeout, limiter)
 
     # -- writes -----------------------------------------------------------------
 

@@ -1,0 +1,93 @@
+"""How :class:`~orchmem.worker.client.MemoryClient` reads a write's outcome, for its
+:class:`~orchmem.worker.handles.WriteHandle`: the receipt in SQLite (``done``), the
+task's result waited for (``wait``) or read without waiting (``result_now``, after
+``poll_only``; see :mod:`.write_wait`).
+
+A mixin: it uses the client's ``databases``, ``orchestrator_id``, ``immediate``, ``app``
+and ``_warn``. Celery's Redis result store pushes a task's result to every process
+subscribed to its channel (Celery subscribes at publish) and reads those pushes only
+while a ``get`` blocks: a write whose result is polled unsubscribes at once and reads
+the replies already pushed, so that nothing piles up unread on the connection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from orchmem.config import OrchmemError
+from orchmem.models.storage import receipts
+
+from .handles import WriteHandle, task_result
+
+if TYPE_CHECKING:
+    from orchmem.models.storage.database import Databases
+
+    from .app import OrchmemCelery
+
+#: The bound of a result read once the result store says it is there (a read, not a wait).
+RESULT_READ_S = 5.0
+#: Replies of the result store's channel read after each polled write's publish: more
+#: than the two each brings (its channel's subscribe and unsubscribe), so none pile up.
+REPLIES_READ = 4
+
+
+class ResultCalls:
+    orchestrator_id: str
+    databases: Databases
+    immediate: bool
+    #: The client's warning of a failed read (MemoryClient._warn).
+    _warn: Callable[[str, BaseException], str]
+
+    if TYPE_CHECKING:
+        @property
+        def app(self) -> OrchmemCelery:
+            """The client's Celery app (MemoryClient.app)."""
+
+    def _receipt_final(self, key: str) -> bool:
+        """Whether ``key``'s receipt is final; False when it cannot be read (logged)."""
+        try:
+            odb = self.databases.open(self.orchestrator_id, create=False)
+            return odb is not None and receipts.is_final(odb, key)
+        except OrchmemError as exc:
+            self._warn("receipt not read", exc)
+            return False
+
+    def _result(self, handle: WriteHandle, timeout: float) -> dict[str, Any] | None:
+        from celery.exceptions import TimeoutError as CeleryTimeout
+
+        try:
+            pending = handle._async if self.immediate else self.app.AsyncResult(handle.task_id)
+            value = pending.get(timeout=timeout, propagate=False)
+        except CeleryTimeout:
+            return None
+        except Exception as exc:
+            self._warn("waiting for a result", exc)
+            return None
+        return task_result(value)
+
+    def _poll_only(self, handle: WriteHandle) -> None:
+        if self.immediate or handle._async is None:
+            return
+        backend = handle._async.backend
+        consumer = getattr(backend, "result_consumer", None)
+        if consumer is None:
+            return
+        try:
+            backend.remove_pending_result(handle._async)  # unsubscribes its channel
+            for _ in range(REPLIES_READ):  # each reads one reply if there is one
+                consumer.drain_events(timeout=0)
+        except Exception as exc:
+            self._warn("result channel not read", exc)
+
+    def _result_now(self, handle: WriteHandle) -> tuple[bool, dict[str, Any] | None]:
+        # One AsyncResult: ready() caches a final state, so get() answers from the cache
+        # without subscribing to the result store's channel again.
+        try:
+            pending = handle._async if self.immediate else self.app.AsyncResult(handle.task_id)
+            if not pending.ready():
+                return False, None
+            return True, task_result(pending.get(timeout=RESULT_READ_S, propagate=False))
+        except Exception as exc:
+            self._warn("waiting for a result", exc)
+            return True, None
