@@ -186,8 +186,9 @@ class ApiSettings(Section):
     #: Most requests one orchestrator may have in progress at once; past it the API
     #: answers 429 ``too_many_requests`` with ``Retry-After``.
     max_requests_per_orchestrator: int = Field(8, ge=1, le=1000)
-    #: Threads that run writes and wait for their results, apart from the pool that
-    #: serves reads: one orchestrator's waiting writes never starve another's recall.
+    #: Threads that check and publish writes (a short call each), apart from the pool
+    #: that serves reads; a write then waits for its result on the event loop, holding
+    #: none, so one orchestrator's waiting writes never starve another's.
     write_threads: int = Field(16, ge=1, le=256)
 
 

@@ -22,10 +22,12 @@ method, and shapes its result: the domain stays in the client.
 
 Writes answer 200 with the worker's ``result`` once it committed, or 202 (``queued``)
 when ``wait=false`` or the worker did not answer within ``api.wait_timeout_s``. They
-run and wait in a pool of their own (``api.write_threads``); reads use the server's
-default pool. Each orchestrator has at most ``api.max_requests_per_orchestrator``
-requests in progress: past that, 429 ``too_many_requests`` with ``Retry-After``.
-Errors are ``{"ok": false, "error": code, "message", "errors"}`` (:mod:`.errors`).
+are checked and published in a pool of their own (``api.write_threads``) and wait for
+the worker on the event loop, holding no thread
+(:mod:`orchmem.worker.client.write_wait`); reads use the server's default pool. Each
+orchestrator has at most ``api.max_requests_per_orchestrator`` requests in progress:
+past that, 429 ``too_many_requests`` with ``Retry-After``. Errors are ``{"ok": false,
+"error": code, "message", "errors"}`` (:mod:`orchmem.worker.api.errors`).
 """
 
 from __future__ import annotations

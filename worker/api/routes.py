@@ -43,10 +43,12 @@ from orchmem.worker.api.json_checks import check_json_depth, check_plain_strings
 from orchmem.worker.api.state import ApiState
 from orchmem.worker.client.handles import WriteHandle
 from orchmem.worker.client.memory_client import MemoryClient
+from orchmem.worker.client.write_wait import outcome
 
 PREFIX = "/v1/orchestrators/{orchestratorId}"
 router = APIRouter(prefix=PREFIX, tags=["memory"])
 M = TypeVar("M", bound=BaseModel)
+E = TypeVar("E", SupersedeBody, RetractBody, LinkBody, ForgetBody, RecoverBody)
 SECURITY: list[dict[str, list[str]]] = [{"bearer": []}]
 
 
@@ -84,10 +86,41 @@ async def member(request: Request,
         state.leave(orchestrator_id)
 
 
-async def in_write_pool(m: Member, write: Callable[..., Response], *args: Any) -> Response:
-    """Run a write (publish, then wait for the worker) in the write pool: its wait holds
-    none of the threads that serve reads and health."""
-    return await anyio.to_thread.run_sync(write, m, *args, limiter=m.state.write_limiter)
+async def in_write_pool(m: Member, wait: bool, write: Callable[..., WriteHandle],
+                        *args: Any) -> Response:
+    """Publish a write in the write pool (checks and a publish: a short blocking call),
+    then answer with its outcome, awaited on the event loop
+    (:mod:`orchmem.worker.client.write_wait`): no thread of either pool is held while the
+    worker works."""
+    handle = await anyio.to_thread.run_sync(_published, write, m, *args,
+                                            limiter=m.state.write_limiter)
+    return await _answer(m, handle, wait)
+
+
+def _published(write: Callable[..., WriteHandle], m: Member, *args: Any) -> WriteHandle:
+    handle = write(m, *args)
+    handle.poll_only()  # awaited by polling, even with ?wait=false: never pushed here
+    return handle
+
+
+async def checked_edit(m: Member, model: type[E], body: Any,
+                       memory_ids: Callable[[E], list[str]]) -> E:
+    """Parse an edit and check the scope of the memories it names (in the write pool),
+    then wait (a bounded time) for this server's earlier writes to the orchestrator,
+    so that the edit finds the memories they wrote: no thread is held between the
+    polls of their receipts."""
+    edit = await anyio.to_thread.run_sync(_checked, m, model, body, memory_ids,
+                                          limiter=m.state.write_limiter)
+    await m.client.wait_for_writes_async(limiter=m.state.write_limiter)
+    return edit
+
+
+def _checked(m: Member, model: type[E], body: Any, memory_ids: Callable[[E], list[str]]) -> E:
+    edit = _parse(model, body)
+    ids = memory_ids(edit)
+    _enabled(m)
+    check_scope(m.client.databases, m.orchestrator_id, m.orchestrator_id, ids)
+    return edit
 
 
 async def json_body(request: Request) -> Any:
@@ -206,10 +239,10 @@ def stats(m: Admitted) -> dict[str, Any]:
                                           **_body_doc("WritebackRequest")},
              summary="Write back memories, a transcript, a workflow output or diagnostics")
 async def writeback(m: Admitted, body: JsonBody, wait: Wait = True) -> Response:
-    return await in_write_pool(m, _writeback, body, wait)
+    return await in_write_pool(m, wait, _writeback, body)
 
 
-def _writeback(m: Member, body: Any, wait: bool) -> Response:
+def _writeback(m: Member, body: Any) -> WriteHandle:
     _enabled(m)
     if isinstance(body, dict) and "requestedAt" in body:
         raise MemoryValidationError("requestedAt is set by the server",
@@ -220,107 +253,102 @@ def _writeback(m: Member, body: Any, wait: bool) -> Response:
                        workspace=m.client.databases.workspace(m.orchestrator_id))
     data = request.dump()
     with m.state.writing(m.orchestrator_id):
-        handle = m.client.write_back(
+        return m.client.write_back(
             memories=data.get("memories"), edges=data.get("edges"),
             transcript=data.get("channelTranscript"),
             workflow_output=data.get("workflowOutput"), diagnostics=data.get("diagnostics"),
             idempotency_key=data.get("idempotencyKey"),
             log_events=data.get("logEvents") or None)
-    return _answer(m, handle, wait)
 
 
 @router.post("/supersede", openapi_extra={"security": SECURITY, **_body_doc("SupersedeBody")},
              summary="Replace a memory by another one (`by`) or by new `content`")
 async def supersede(m: Admitted, body: JsonBody, wait: Wait = True) -> Response:
-    return await in_write_pool(m, _supersede, body, wait)
+    edit = await checked_edit(m, SupersedeBody, body, _superseded_ids)
+    return await in_write_pool(m, wait, _supersede, edit)
 
 
-def _supersede(m: Member, body: Any, wait: bool) -> Response:
-    edit = _parse(SupersedeBody, body)
+def _superseded_ids(edit: SupersedeBody) -> list[str]:
     if (edit.by is None) == (edit.content is None):
         raise MemoryValidationError("give exactly one of by or content",
                                     [{"path": "by", "message": "by or content, not both"}])
-    _existing(m, [edit.memory_id, *([edit.by] if edit.by else [])])
+    return [edit.memory_id, *([edit.by] if edit.by else [])]
+
+
+def _supersede(m: Member, edit: SupersedeBody) -> WriteHandle:
+    _existing(m, _superseded_ids(edit))
     with m.state.writing(m.orchestrator_id):
-        handle = m.client.supersede(edit.memory_id, by=edit.by, content=edit.content,
-                                    reason=edit.reason)
-    return _answer(m, handle, wait)
+        return m.client.supersede(edit.memory_id, by=edit.by, content=edit.content,
+                                  reason=edit.reason)
 
 
 @router.post("/retract", openapi_extra={"security": SECURITY, **_body_doc("RetractBody")},
              summary="Withdraw a memory (kept for the audit trail, left out of recall)")
 async def retract(m: Admitted, body: JsonBody, wait: Wait = True) -> Response:
-    return await in_write_pool(m, _retract, body, wait)
+    edit = await checked_edit(m, RetractBody, body, lambda e: [e.memory_id])
+    return await in_write_pool(m, wait, _retract, edit)
 
 
-def _retract(m: Member, body: Any, wait: bool) -> Response:
-    edit = _parse(RetractBody, body)
+def _retract(m: Member, edit: RetractBody) -> WriteHandle:
     _existing(m, [edit.memory_id])
     with m.state.writing(m.orchestrator_id):
-        handle = m.client.retract(edit.memory_id, edit.reason)
-    return _answer(m, handle, wait)
+        return m.client.retract(edit.memory_id, edit.reason)
 
 
 @router.post("/link", openapi_extra={"security": SECURITY, **_body_doc("LinkBody")},
              summary="Add a typed edge between two memories")
 async def link(m: Admitted, body: JsonBody, wait: Wait = True) -> Response:
-    return await in_write_pool(m, _link, body, wait)
+    edit = await checked_edit(m, LinkBody, body,
+                              lambda e: [e.from_memory_id, e.to_memory_id])
+    return await in_write_pool(m, wait, _link, edit)
 
 
-def _link(m: Member, body: Any, wait: bool) -> Response:
-    edit = _parse(LinkBody, body)
+def _link(m: Member, edit: LinkBody) -> WriteHandle:
     _existing(m, [edit.from_memory_id, edit.to_memory_id])
     with m.state.writing(m.orchestrator_id):
-        handle = m.client.link(edit.from_memory_id, edit.to_memory_id, edit.edge_type.value,
-                               weight=edit.weight, reason=edit.reason)
-    return _answer(m, handle, wait)
+        return m.client.link(edit.from_memory_id, edit.to_memory_id, edit.edge_type.value,
+                             weight=edit.weight, reason=edit.reason)
 
 
 @router.post("/forget", openapi_extra={"security": SECURITY, **_body_doc("ForgetBody")},
              summary="Forget a memory: soft (retracted) or hard (its text erased)")
 async def forget(m: Admitted, body: JsonBody, wait: Wait = True) -> Response:
-    return await in_write_pool(m, _forget, body, wait)
+    edit = await checked_edit(m, ForgetBody, body, lambda e: [e.memory_id])
+    return await in_write_pool(m, wait, _forget, edit)
 
 
-def _forget(m: Member, body: Any, wait: bool) -> Response:
-    edit = _parse(ForgetBody, body)
+def _forget(m: Member, edit: ForgetBody) -> WriteHandle:
     _existing(m, [edit.memory_id])
     with m.state.writing(m.orchestrator_id):
-        handle = m.client.forget(edit.memory_id, hard=edit.hard, reason=edit.reason)
-    return _answer(m, handle, wait)
+        return m.client.forget(edit.memory_id, hard=edit.hard, reason=edit.reason)
 
 
 @router.post("/recover", openapi_extra={"security": SECURITY, **_body_doc("RecoverBody")},
              summary="Make a soft-forgotten memory active again (not a hard-forgotten one)")
 async def recover(m: Admitted, body: JsonBody, wait: Wait = True) -> Response:
-    return await in_write_pool(m, _recover, body, wait)
+    edit = await checked_edit(m, RecoverBody, body, lambda e: [e.memory_id])
+    return await in_write_pool(m, wait, _recover, edit)
 
 
-def _recover(m: Member, body: Any, wait: bool) -> Response:
-    edit = _parse(RecoverBody, body)
+def _recover(m: Member, edit: RecoverBody) -> WriteHandle:
     # a hard-forgotten memory is not listed by get: the worker answers 410 (erased)
-    _enabled(m)
-    check_scope(m.client.databases, m.orchestrator_id, m.orchestrator_id, [edit.memory_id])
-    m.client.wait_for_writes()
     with m.state.writing(m.orchestrator_id):
-        handle = m.client.recover(edit.memory_id, reason=edit.reason, wait_for_memory_s=0)
-    return _answer(m, handle, wait)
+        return m.client.recover(edit.memory_id, reason=edit.reason, wait_for_memory_s=0)
 
 
 @router.post("/ingest", openapi_extra={"security": SECURITY},
              summary="Scan the orchestrator's ingest folder now")
 async def ingest(m: Admitted, wait: Wait = False) -> Response:
-    return await in_write_pool(m, _ingest, wait)
+    return await in_write_pool(m, wait, _ingest)
 
 
-def _ingest(m: Member, wait: bool) -> Response:
+def _ingest(m: Member) -> WriteHandle:
     _enabled(m)
     if not m.client.memory.ingest.enabled:
         raise MemoryDisabled("ingest is disabled for this orchestrator "
                              "(memory.ingest.enabled = false)")
     with m.state.writing(m.orchestrator_id):
-        handle = m.client.ingest_now()
-    return _answer(m, handle, wait)
+        return m.client.ingest_now()
 
 
 @router.api_route("", methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
@@ -342,17 +370,15 @@ def _enabled(m: Member) -> None:
 
 
 def _existing(m: Member, memory_ids: list[str]) -> None:
-    """Fail (404) unless every memory exists, after this server's own pending writes."""
-    _enabled(m)
-    check_scope(m.client.databases, m.orchestrator_id, m.orchestrator_id, memory_ids)
-    m.client.wait_for_writes()
+    """Fail (404) unless every memory exists (after this server's own pending writes,
+    which :func:`checked_edit` awaited)."""
     found = {n.memory_id for n in m.client.get(memory_ids)}
     missing = [i for i in memory_ids if i not in found]
     if missing:
         raise MemoryNotFound(f"no memory {missing[0]} in orchestrator {m.orchestrator_id!r}")
 
 
-def _answer(m: Member, handle: WriteHandle, wait: bool) -> Response:
+async def _answer(m: Member, handle: WriteHandle, wait: bool) -> Response:
     """200 with the worker's result, 202 while queued, or the worker's error."""
     if not handle.ok:
         if handle.outboxed:
@@ -365,7 +391,7 @@ def _answer(m: Member, handle: WriteHandle, wait: bool) -> Response:
             handle.errors or None, idempotencyKey=handle.key))
     base = {"ok": True, "idempotencyKey": handle.key, "taskId": handle.task_id}
     timeout = m.state.settings.api.wait_timeout_s
-    value = handle.wait(timeout) if wait else None
+    value = await outcome(handle, timeout, m.state.write_limiter) if wait else None
     if value is None:
         note = [] if not wait else [f"no result within {timeout:g}s: it stays queued"]
         return JSONResponse({**base, "queued": True, "warnings": note}, status_code=202)

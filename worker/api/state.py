@@ -1,6 +1,7 @@
 """What the HTTP API keeps between requests: the token guard, one client per
 orchestrator, the count of each orchestrator's requests in progress (capped, so one
-tenant cannot take every thread) and the separate pool writes run and wait in.
+tenant cannot take every thread) and the separate pool writes are checked and published
+in (they wait for the worker on the event loop, :mod:`orchmem.worker.client.write_wait`).
 
 In the default mode each orchestrator's :class:`MemoryClient` publishes to the broker
 and reads the SQLite file (the server runs on the host that owns the files). With
@@ -40,7 +41,8 @@ class ApiState:
         self._immediate_app: OrchmemCelery | None = None
         #: Requests in progress per orchestrator, capped at max_requests_per_orchestrator.
         self._in_flight: dict[str, int] = {}
-        #: The pool writes run and wait in, apart from the one that serves reads.
+        #: The pool writes are checked and published in, apart from the one that serves
+        #: reads (a write's wait for the worker holds no thread).
         self.write_limiter = anyio.CapacityLimiter(settings.api.write_threads)
 
     def enter(self, orchestrator_id: str) -> None:

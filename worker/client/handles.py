@@ -47,7 +47,25 @@ class WriteHandle:
 
     def done(self) -> bool:
         """True once the worker committed (or refused) it: read from SQLite, the truth."""
-        return self._client is not None and self._client._receipt_final(self.key)
+        return self._client is not None and self._client.results.receipt_final(self.key)
+
+    def poll_only(self) -> None:
+        """Say that this write's result will be polled (:meth:`done`, :meth:`result_now`)
+        rather than waited for: the result store stops pushing it to this process (Celery
+        subscribes to it at publish, and reads what was pushed only while a :meth:`wait`
+        blocks), and replies pushed before are read off the connection, so none pile up
+        unread. :meth:`wait` still works after it."""
+        if self.ok and self._client is not None:
+            self._client.results.poll_only(self)
+
+    def result_now(self) -> tuple[bool, dict[str, Any] | None]:
+        """Without waiting: ``(True, result)`` once the result store has the task's
+        result (``result`` as :meth:`wait` gives it; None when it could not be read),
+        else ``(False, None)``. A round trip to the result store (Redis), unlike
+        :meth:`done`; async code runs it in a thread (see :mod:`.write_wait`)."""
+        if not self.ok or self._client is None:
+            return True, None
+        return self._client.results.result_now(self)
 
     def wait(self, timeout: float = 30.0) -> dict[str, Any] | None:
         """The task's result, or None if it did not finish within ``timeout`` seconds.
@@ -56,7 +74,7 @@ class WriteHandle:
         """
         if not self.ok or self._client is None:
             return None
-        return self._client._result(self, timeout)
+        return self._client.results.result(self, timeout)
 
 
 def task_result(value: Any) -> dict[str, Any] | None:

@@ -44,7 +44,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import redis
 
@@ -68,7 +68,6 @@ from orchmem.models.recall.context_budget import relevant_memory, within_budget
 from orchmem.models.recall.search import check_scope, recall
 from orchmem.models.reflection.review import REVIEW_ADAPTER
 from orchmem.models.storage.db.database import Databases
-from orchmem.models.storage.delivery import receipts
 from orchmem.models.storage.delivery.outbox import Outbox
 from orchmem.models.storage.memories.rows import get_nodes
 from orchmem.models.storage.reflection.insights import list_proposals
@@ -81,12 +80,16 @@ from orchmem.tasks.ingest import INGEST_SCAN
 from orchmem.tasks.publish import Envelope, envelope, publish, resend, send_envelope
 from orchmem.tasks.reflect import REFLECT, REVIEW
 from orchmem.tasks.writeback import WRITEBACK
-from orchmem.worker.client.handles import BulletinResult, Context, WriteHandle, task_result
+from orchmem.worker.client.handles import BulletinResult, Context, WriteHandle
 from orchmem.worker.client.pending import PendingWrites
 from orchmem.worker.client.remote import empty_bundle, remote_recall
+from orchmem.worker.client.results import ResultReader
 from orchmem.worker.client.runlog import RunLog
 from orchmem.worker.runtime.app import OrchmemCelery, create_app, create_immediate_app
 from orchmem.worker.runtime.redis_clients import broker_client
+
+if TYPE_CHECKING:
+    import anyio
 
 logger = logging.getLogger(__name__)
 
@@ -142,6 +145,7 @@ class MemoryClient:
         self._replies: tuple[redis.Redis, float] | None = None
         self.outbox = Outbox(self.databases.workspace(orchestrator_id).outbox_path,
                              self.settings.worker.busy_timeout_ms)
+        self.results = ResultReader(self)
         self._pending = PendingWrites(self.databases, orchestrator_id,
                                       self.memory.retrieval.read_your_writes_timeout_s,
                                       self._warn, self._log)
@@ -288,33 +292,17 @@ class MemoryClient:
             self._redis = None
             raise BrokerUnavailable(f"broker unreachable: {exc}") from exc
 
-    def _receipt_final(self, key: str) -> bool:
-        """Whether ``key``'s receipt is final; False when it cannot be read (logged)."""
-        try:
-            odb = self.databases.open(self.orchestrator_id, create=False)
-            return odb is not None and receipts.status(odb, key) in receipts.FINAL
-        except OrchmemError as exc:
-            self._warn("receipt not read", exc)
-            return False
-
-    def _result(self, handle: WriteHandle, timeout: float) -> dict[str, Any] | None:
-        from celery.exceptions import TimeoutError as CeleryTimeout
-
-        try:
-            pending = handle._async if self.immediate else self.app.AsyncResult(handle.task_id)
-            value = pending.get(timeout=timeout, propagate=False)
-        except CeleryTimeout:
-            return None
-        except Exception as exc:
-            self._warn("waiting for a result", exc)
-            return None
-        return task_result(value)
-
     def wait_for_writes(self, timeout: float | None = None) -> list[str]:
         """Wait until this client's published writes are committed; returns the keys
         still pending after ``timeout`` (default
         ``memory.retrieval.read_your_writes_timeout_s``). See :mod:`.pending`."""
         return self._pending.wait(timeout)
+
+    async def wait_for_writes_async(self, timeout: float | None = None,
+                                    limiter: anyio.CapacityLimiter | None = None) -> list[str]:
+        """:meth:`wait_for_writes` for an event loop: no thread is held between its
+        polls, whose reads run in ``limiter``'s pool."""
+        return await self._pending.wait_async(timeout, limiter)
 
     # -- writes -----------------------------------------------------------------
 

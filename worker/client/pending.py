@@ -13,11 +13,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchmem.config import OrchmemError
 from orchmem.models.storage.db.database import Databases
 from orchmem.models.storage.delivery import receipts
+
+if TYPE_CHECKING:
+    import anyio
 
 #: How often a wait first looks at the receipts of pending writes, and the slowest.
 POLL_S = 0.02
@@ -68,13 +71,43 @@ class PendingWrites:
         pause = POLL_S
         unfinished: set[str] = set()
         while True:
-            left, done = self._poll()
-            unfinished = (unfinished | set(left)) - done
-            now = time.monotonic()
-            if not any(until > now for until in left.values()) or now >= deadline:
+            sleep = self._step(unfinished, *self._poll(), deadline, pause)
+            if sleep is None:
                 return sorted(unfinished)
-            time.sleep(min(pause, deadline - now))
+            time.sleep(sleep)
             pause = min(pause * 2, MAX_POLL_S)
+
+    async def wait_async(self, timeout: float | None = None,
+                         limiter: anyio.CapacityLimiter | None = None) -> list[str]:
+        """:meth:`wait` for an event loop: each poll's read runs in a thread of
+        ``limiter``'s pool (it reads every pending key's receipt), and no thread is held
+        between polls."""
+        import anyio.to_thread  # the synchronous client does without it
+
+        if not self.keys():
+            return []
+        deadline = time.monotonic() + (self.timeout_s if timeout is None else timeout)
+        pause = POLL_S
+        unfinished: set[str] = set()
+        while True:
+            polled = await anyio.to_thread.run_sync(self._poll, limiter=limiter)
+            sleep = self._step(unfinished, *polled, deadline, pause)
+            if sleep is None:
+                return sorted(unfinished)
+            await anyio.sleep(sleep)
+            pause = min(pause * 2, MAX_POLL_S)
+
+    @staticmethod
+    def _step(unfinished: set[str], left: dict[str, float], done: set[str],
+              deadline: float, pause: float) -> float | None:
+        """Add one poll to ``unfinished`` (in place); the next pause, or None when the
+        wait is over (nothing left within its limit, or the deadline passed)."""
+        unfinished |= set(left)
+        unfinished -= done
+        now = time.monotonic()
+        if not any(until > now for until in left.values()) or now >= deadline:
+            return None
+        return min(pause, deadline - now)
 
     def _poll(self) -> tuple[dict[str, float], set[str]]:
         """The keys still pending (with their wait limits) and those now committed;

@@ -16,11 +16,13 @@ run), or run in this process with ``--immediate``.
 from __future__ import annotations
 
 import functools
+import inspect
 import re
 from collections.abc import Callable
 from importlib.metadata import version
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
+import anyio.to_thread
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from pydantic import Field, ValidationError
@@ -31,8 +33,7 @@ from orchmem.models.core.validity import check_as_of
 from orchmem.models.recall.search import check_scope
 from orchmem.worker.client.handles import WriteHandle
 from orchmem.worker.client.memory_client import MemoryClient
-
-R = TypeVar("R")
+from orchmem.worker.client.write_wait import outcome
 
 INSTRUCTIONS = """\
 Long-term memory of one agent orchestrator. Call `recall` before answering anything that
@@ -48,25 +49,39 @@ def _fail(exc: OrchmemError) -> ToolError:
     return ToolError(f"{exc.code}: {exc.message}")
 
 
-def coded(fn: Callable[..., R]) -> Callable[..., R]:
+def coded(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``fn`` as a tool whose every refusal carries its code: a string argument holding a
     lone surrogate is ``validation: <argument>: …``, and an OrchmemError raised anywhere
     inside becomes ``<code>: <message>`` (the SDK would hide it as "Error executing
-    tool"). The signature is ``fn``'s, so the SDK builds the same input schema."""
+    tool"). The signature is ``fn``'s, so the SDK builds the same input schema; an
+    async ``fn`` stays async (the SDK runs a synchronous tool in a thread)."""
+    if inspect.iscoroutinefunction(fn):
+        @functools.wraps(fn)
+        async def async_tool(*args: Any, **kwargs: Any) -> Any:
+            _check_text(kwargs)
+            try:
+                return await fn(*args, **kwargs)
+            except OrchmemError as exc:
+                raise _fail(exc) from None
+
+        return async_tool
 
     @functools.wraps(fn)
-    def tool(*args: Any, **kwargs: Any) -> R:
-        for name, value in kwargs.items():
-            if isinstance(value, str) and _SURROGATE.search(value):
-                raise _fail(MemoryValidationError(
-                    f"{name}: a lone UTF-16 surrogate is not text",
-                    [{"path": name, "message": "not text"}]))
+    def tool(*args: Any, **kwargs: Any) -> Any:
+        _check_text(kwargs)
         try:
             return fn(*args, **kwargs)
         except OrchmemError as exc:
             raise _fail(exc) from None
 
     return tool
+
+
+def _check_text(arguments: dict[str, Any]) -> None:
+    for name, value in arguments.items():
+        if isinstance(value, str) and _SURROGATE.search(value):
+            raise _fail(MemoryValidationError(f"{name}: a lone UTF-16 surrogate is not text",
+                                              [{"path": name, "message": "not text"}]))
 
 
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
@@ -88,7 +103,7 @@ class MemoryTools:
         self.client = client
         self.wait_s = wait_s
 
-    def remember(
+    async def remember(
         self,
         content: Annotated[str, Field(description="One self-contained statement, in plain "
                                       "words, e.g. 'The user prefers answers in French'.")],
@@ -104,7 +119,8 @@ class MemoryTools:
         memory = {"type": type.value, "content": content, "importance": importance,
                   "confidence": confidence,
                   "source": {"sourceType": "manual", "capturedBy": "extractor"}}
-        value = self._result(self.client.write_back(memories=[memory]))
+        value = await self._written(functools.partial(self.client.write_back,
+                                                      memories=[memory]))
         return {"memoryIds": value.get("memoryIds", []),
                 "reinforced": value.get("reinforced", []),
                 "duplicate": value.get("duplicate", False)}
@@ -161,7 +177,7 @@ class MemoryTools:
         todos, recent decisions, preferences, conflicts. Every line cites memoryIds."""
         return self.client.bulletin().text
 
-    def forget(
+    async def forget(
         self,
         memory_id: Annotated[str, Field(description="The memoryId, from recall.")],
         hard: Annotated[Flag, Field(description="Erase its text for good (only when asked "
@@ -171,27 +187,25 @@ class MemoryTools:
     ) -> dict[str, Any]:
         """Forget a memory: it is no longer recalled. Use supersede instead when the
         memory is outdated and a corrected statement exists."""
-        self._existing([memory_id])
-        value = self._result(self.client.forget(memory_id, hard=hard, reason=reason))
+        def publish() -> WriteHandle:
+            self._existing([memory_id])
+            return self.client.forget(memory_id, hard=hard, reason=reason)
+
+        value = await self._written(publish, [memory_id])
         return {"forgotten": memory_id, "hard": hard, "memoryIds": value.get("memoryIds", [])}
 
-    def recover(
+    async def recover(
         self,
         memory_id: Annotated[str, Field(description="The memoryId of a forgotten memory.")],
         reason: Annotated[str | None, Field(description="Why, for the audit log.")] = None,
     ) -> dict[str, Any]:
         """Bring back a memory that was forgotten softly (not a hard-erased one): it is
         recalled again."""
-        try:
-            check_scope(self.client.databases, self.client.orchestrator_id,
-                        self.client.orchestrator_id, [memory_id])
-            self.client.wait_for_writes()
-        except OrchmemError as exc:
-            raise _fail(exc) from None
-        self._result(self.client.recover(memory_id, reason=reason, wait_for_memory_s=0))
+        await self._written(functools.partial(self.client.recover, memory_id, reason=reason,
+                                              wait_for_memory_s=0), [memory_id])
         return {"recovered": memory_id}
 
-    def supersede(
+    async def supersede(
         self,
         memory_id: Annotated[str, Field(description="The outdated memory's memoryId.")],
         content: Annotated[str, Field(description="The corrected statement that replaces it.")],
@@ -199,16 +213,18 @@ class MemoryTools:
     ) -> dict[str, Any]:
         """Replace an outdated or wrong memory by a corrected statement. The old one is
         kept as history (status superseded) and linked to the new one."""
-        self._existing([memory_id])
-        value = self._result(self.client.supersede(memory_id, content=content, reason=reason))
+        def publish() -> WriteHandle:
+            self._existing([memory_id])
+            return self.client.supersede(memory_id, content=content, reason=reason)
+
+        value = await self._written(publish, [memory_id])
         return {"superseded": memory_id, "supersededBy": value.get("supersededBy")}
 
     def _existing(self, memory_ids: list[str]) -> None:
+        """Fail unless every memory exists (after this server's own pending writes, which
+        :meth:`_written` awaited)."""
         client = self.client
         try:
-            check_scope(client.databases, client.orchestrator_id, client.orchestrator_id,
-                        memory_ids)
-            client.wait_for_writes()
             found = {n.memory_id for n in client.get(memory_ids)}
             missing = [i for i in memory_ids if i not in found]
             if missing:
@@ -216,17 +232,39 @@ class MemoryTools:
         except OrchmemError as exc:
             raise _fail(exc) from None
 
-    def _result(self, handle: WriteHandle) -> dict[str, Any]:
+    async def _written(self, publish: Callable[[], WriteHandle],
+                       edited: list[str] | None = None) -> dict[str, Any]:
+        """Publish a write in a thread (a short blocking call), then await its result on
+        the event loop (:mod:`orchmem.worker.client.write_wait`): no thread is held while
+        the worker works.
+        An edit of ``edited`` memories first checks their scope and waits for this
+        server's earlier writes, so that it finds the memories they wrote."""
+        if edited is not None:
+            client = self.client
+            try:  # a refusal is logged to a file: in a thread as well
+                await anyio.to_thread.run_sync(check_scope, client.databases,
+                                               client.orchestrator_id, client.orchestrator_id,
+                                               edited)
+            except OrchmemError as exc:
+                raise _fail(exc) from None
+            await client.wait_for_writes_async()
+        handle = await anyio.to_thread.run_sync(_published, publish)
         if not handle.ok:
             raise ToolError(f"{handle.error}: {handle.message}"
                              + (" (kept, it will be written later)" if handle.outboxed else ""))
-        value = handle.wait(self.wait_s)
+        value = await outcome(handle, self.wait_s)
         if value is None:
             raise ToolError(f"timeout: not committed within {self.wait_s:g}s; it stays "
                              "queued and will be written when a worker runs")
         if not value.get("ok", True):
             raise ToolError(f"{value.get('error')}: {value.get('message')}")
         return value
+
+
+def _published(publish: Callable[[], WriteHandle]) -> WriteHandle:
+    handle = publish()
+    handle.poll_only()
+    return handle
 
 
 class MemoryServer(MCPServer[Any]):

@@ -20,6 +20,7 @@ from orchmem.models.embedding.embedders import Embedder
 from orchmem.models.workspace.folders import Workspace
 from orchmem.worker.api.server import HeaderTimeout, server_config
 from orchmem.worker.cli.serve import with_overrides
+from orchmem.worker.routing import shard_for
 
 ALPHA, GONE = "alpha", "gone"
 BASE = "/v1/orchestrators"
@@ -221,4 +222,45 @@ def test_one_orchestrators_burst_is_capped_and_another_is_served_meanwhile(
         assert state.in_flight("tenant-a") == 0
     finally:
         worker.stop()
+        server.stop()
+
+
+def test_waiting_writes_hold_no_write_thread(isolated: Any, embedder: Embedder) -> None:
+    # two write threads; A's shard has no worker yet, so its writes wait for one
+    settings = isolated(shards=2, api={"wait_timeout_s": 120, "write_threads": 2,
+                                       "max_requests_per_orchestrator": 8})
+    names = [f"tenant-{i}" for i in range(40)]
+    a, b = (next(n for n in names if shard_for(settings, n) == s) for s in (0, 1))
+    server = start_api(settings, [a, b])
+    workers = {s: WorkerProcess(settings, shards=[s]) for s in (0, 1)}
+    burst = 6
+    try:
+        workers[1].start()
+        with httpx.Client(base_url=server.url, timeout=600) as http, \
+                ThreadPoolExecutor(burst) as pool:
+            def write(orch: str, n: int) -> httpx.Response:
+                return http.post(f"{BASE}/{orch}/writeback", headers=server.auth(orch),
+                                 json={"memories": [{"type": "Fact", "source": SOURCE,
+                                                     "content": f"Waiting fact {n} of {orch}"}]})
+
+            futures = [pool.submit(write, a, n) for n in range(burst)]
+            state = server.app.state.orchmem
+            outbox = state.client(a).outbox
+            # six writes published through two threads: none keeps one while it waits
+            wait_until(lambda: sum(e.published_at is not None for e in outbox.entries()) == burst,
+                       timeout=60, message="all of A's writes published")
+            assert state.in_flight(a) == burst
+            assert http.get("/v1/health").json()["ok"] is True
+            answer = write(b, 0)  # B's worker answers while A's writes still wait
+            assert answer.status_code == 200, answer.text
+            assert answer.json()["result"]["ok"] is True
+            assert not any(f.done() for f in futures) and state.in_flight(a) == burst
+            workers[0].start()
+            written = [f.result() for f in futures]
+        assert [r.status_code for r in written] == [200] * burst, [r.text for r in written]
+        assert all(r.json()["result"]["memoryIds"] for r in written)
+        assert state.in_flight(a) == 0
+    finally:
+        for worker in workers.values():
+            worker.stop()
         server.stop()

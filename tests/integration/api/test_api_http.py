@@ -405,5 +405,30 @@ def test_the_api_in_broker_mode_writes_through_the_worker(settings: Settings,
             queued = http.post(f"{BASE}/{orch}/forget", headers=server.auth(orch),
                                params={"wait": "false"}, json={"memoryId": memory_id})
             assert queued.status_code == 202 and queued.json()["queued"] is True
+            # the worker's refusal of a waited edit: its receipt is final, rejected
+            assert http.post(f"{BASE}/{orch}/forget", headers=server.auth(orch),
+                             json={"memoryId": memory_id, "hard": True}).status_code == 200
+            refused = http.post(f"{BASE}/{orch}/recover", headers=server.auth(orch),
+                                json={"memoryId": memory_id})
+            body = _error(refused, 410, "erased")
+            assert body["taskId"] and body["idempotencyKey"], body
+    finally:
+        server.stop()
+
+
+def test_a_waited_write_the_worker_has_not_done_answers_202_queued(isolated: Any) -> None:
+    settings = isolated(shards=1, api={"wait_timeout_s": 0.5})  # and no worker
+    orch = unique_id("api-no-worker")
+    server = start_api(settings, [orch])
+    try:
+        with httpx.Client(base_url=server.url, timeout=60) as http:
+            answer = http.post(f"{BASE}/{orch}/writeback", headers=server.auth(orch),
+                               json={"memories": [_memory("Nobody writes this yet")]})
+        assert answer.status_code == 202, answer.text
+        body = answer.json()
+        assert body == {"ok": True, "idempotencyKey": body["idempotencyKey"],
+                        "taskId": body["taskId"], "queued": True,
+                        "warnings": ["no result within 0.5s: it stays queued"]}
+        assert body["taskId"] and body["idempotencyKey"].startswith("wb-")
     finally:
         server.stop()

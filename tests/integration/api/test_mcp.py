@@ -3,6 +3,7 @@ over streamable HTTP behind the token rule."""
 
 from __future__ import annotations
 
+import functools
 import sys
 import threading
 import time
@@ -15,9 +16,10 @@ import uvicorn
 from api_testing import immediate_settings
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
-from orchmem_testing import free_port, settings_env, unique_id
+from orchmem_testing import WorkerProcess, free_port, settings_env, unique_id, wait_until
 
 from orchmem.models.embedding.embedders import Embedder
+from orchmem.models.storage.delivery.outbox import Outbox
 from orchmem.models.workspace.folders import Workspace
 from orchmem.worker.api.tokens import TokenStore
 from orchmem.worker.mcp.http import mcp_http_app
@@ -270,3 +272,59 @@ def test_mcp_refusals_start_with_the_code_and_name_the_field(
         for wording in ("Error executing tool", "validation error for", "Arguments",
                         "pydantic"):
             assert wording not in text, (name, text)
+
+
+#: More concurrent remembers than the threads of the SDK's pool for synchronous tools
+#: (anyio's default limiter: 40).
+BURST = 42
+
+
+def _published(outbox: Path) -> int:
+    if not outbox.exists():
+        return 0
+    kept = Outbox(outbox)
+    try:
+        return sum(e.published_at is not None for e in kept.entries())
+    finally:
+        kept.close()
+
+
+async def _burst(params: StdioServerParameters, outbox: Path,
+                 worker: WorkerProcess) -> dict[str, Any]:
+    seen: dict[str, Any] = {"results": {}}
+
+    async with Client(params) as client:
+        async def remember(n: int) -> None:
+            seen["results"][n] = await client.call_tool(
+                "remember", {"content": f"Burst statement number {n}"})
+
+        async with anyio.create_task_group() as group:
+            for n in range(BURST):
+                group.start_soon(remember, n)
+            await anyio.to_thread.run_sync(functools.partial(
+                wait_until, lambda: _published(outbox) == BURST, timeout=60,
+                message="every remember published"))
+            seen["recall"] = await client.call_tool("recall", {"query": "burst statement"})
+            seen["answered_before_recall"] = len(seen["results"])
+            await anyio.to_thread.run_sync(worker.start)
+    return seen
+
+
+def test_waiting_remembers_hold_no_thread_of_the_mcp_server(isolated: Any,
+                                                            embedder: Embedder) -> None:
+    # broker mode, no worker yet: every remember waits for one
+    settings = isolated(shards=1, api={"wait_timeout_s": 120})
+    orch = unique_id("mcp-burst")
+    params = StdioServerParameters(command=str(Path(sys.executable).with_name("orchmem")),
+                                   args=["mcp", "--orch", orch], env=settings_env(settings))
+    worker = WorkerProcess(settings)
+    try:
+        outbox = Workspace.for_orchestrator(settings, orch).outbox_path
+        seen = anyio.run(_burst, params, outbox, worker)
+    finally:
+        worker.stop()
+    assert not seen["recall"].is_error, seen["recall"].content
+    assert seen["answered_before_recall"] == 0
+    results = seen["results"]
+    assert len(results) == BURST
+    assert all(not r.is_error and r.structured_content["memoryIds"] for r in results.values())
