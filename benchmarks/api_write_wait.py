@@ -51,11 +51,11 @@ def serve(settings: Any, orchestrator_id: str) -> tuple[Any, str, str]:
     """The API in a thread of this process: (uvicorn server, base URL, token)."""
     import uvicorn
 
-    from orchmem.models.workspace import Workspace
-    from orchmem.worker.api import create_api
-    from orchmem.worker.api_server import server_config
-    from orchmem.worker.broker import free_port
-    from orchmem.worker.tokens import TokenStore
+    from orchmem.models.workspace.folders import Workspace
+    from orchmem.worker.api.app import create_api
+    from orchmem.worker.api.server import server_config
+    from orchmem.worker.api.tokens import TokenStore
+    from orchmem.worker.runtime.broker import free_port
 
     store = TokenStore(settings)
     Workspace.for_orchestrator(settings, orchestrator_id).ensure()

@@ -1,4 +1,5 @@
-"""SPEC.md's end-to-end smoke tests, through the reference orchestrator.
+"""End-to-end smoke tests of the behavioural contract
+(docs/architecture.md#the-behavioural-contract), through the reference orchestrator.
 
 Real Redis, a real Celery worker, real SQLite files and the real MiniLM model.
 """

@@ -20,7 +20,7 @@ from orchmem.models.embedding.embedders import Embedder
 from orchmem.models.workspace.folders import Workspace
 from orchmem.worker.api.server import HeaderTimeout, server_config
 from orchmem.worker.cli.serve import with_overrides
-from orchmem.worker.routing import shard_for
+from orchmem.worker.runtime.shards import shard_for
 
 ALPHA, GONE = "alpha", "gone"
 BASE = "/v1/orchestrators"

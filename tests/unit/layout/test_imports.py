@@ -1,4 +1,5 @@
-"""Import rules of DESIGN.md: ``worker → tasks → models → config``, nothing done at import.
+"""Import rules (docs/architecture.md#layers): ``worker → tasks → models → config``, nothing
+done at import.
 
 Workers fork: a module that opened a database, loaded the model or connected to Redis
 when imported would hand the same connection to every child. The first test reads the
@@ -140,3 +141,32 @@ def test_every_module_imports_first_with_no_circular_import() -> None:
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report == {"failed": {}, "count": len(modules)} and len(modules) > 100
+
+
+def orchmem_imports(path: Path) -> list[tuple[int, str]]:
+    """The ``orchmem.*`` modules ``path`` imports, outside a ``try`` (where a benchmark
+    may fall back to an earlier release's module names)."""
+    import ast
+
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    guarded = {id(n) for t in ast.walk(tree) if isinstance(t, ast.Try) for n in ast.walk(t)}
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in guarded:
+            continue
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.append((node.lineno, node.module))
+        elif isinstance(node, ast.Import):
+            found.extend((node.lineno, a.name) for a in node.names)
+    return [(line, name) for line, name in found
+            if name == "orchmem" or name.startswith("orchmem.")]
+
+
+def test_tests_and_benchmarks_import_modules_that_exist() -> None:
+    import importlib.util
+
+    files = sorted([*(PROJECT / "tests").rglob("*.py"), *(PROJECT / "benchmarks").glob("*.py")])
+    checked = [(p, line, name) for p in files for line, name in orchmem_imports(p)]
+    missing = [f"{p.relative_to(PROJECT)}:{line} {name}" for p, line, name in checked
+               if importlib.util.find_spec(name) is None]
+    assert len(checked) > 500 and missing == []
