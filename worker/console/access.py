@@ -54,7 +54,8 @@ class Visitor:
 
 
 def sessions_of(request: Request) -> Sessions:
-    return request.app.state.console_sessions  # type: ignore[no-any-return]
+    sessions: Sessions = request.app.state.console_sessions
+    return sessions
 
 
 def live_session(request: Request) -> Session:

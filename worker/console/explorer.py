@@ -67,7 +67,7 @@ def _plan(bundle: RecallBundle) -> Safe:
     inner = plan.get("plan") if isinstance(plan.get("plan"), dict) else None
     rows = [[k, Safe("<pre>" + pretty(x) + "</pre>") if isinstance(x, dict | list) else x]
             for k, x in sorted({**plan, **(inner or {})}.items()) if k != "plan"]
-    facts = [["mode", bundle.mode], ["vector search", bundle.vector_available],
+    facts: list[list[object]] = [["mode", bundle.mode], ["vector search", bundle.vector_available],
              *[[f"candidates: {k}", n] for k, n in sorted(bundle.candidates.items())],
              ["took", f"{bundle.took_ms:.1f} ms"]]
     return Safe(table(["", "Value"], facts, "The search")

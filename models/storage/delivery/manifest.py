@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from orchmem.models.core.shapes import format_ts, utc_now
 from orchmem.models.storage.db.database import OrchestratorDB
@@ -85,7 +86,7 @@ def hashes_of(memory_id: str) -> dict[str, int]:
         IngestManifestRow.outcome != "rejected")}
 
 
-def recent_entries(odb: OrchestratorDB, limit: int = 100) -> list[dict[str, object]]:
+def recent_entries(odb: OrchestratorDB, limit: int = 100) -> list[dict[str, Any]]:
     """The newest ``limit`` manifest rows as JSON (the console's ingest page): file,
     outcome, reason code and detail of a rejection, memoryIds, size, time."""
     with odb.read():

@@ -62,7 +62,8 @@ def seeded(tmp_path_factory: pytest.TempPathFactory,
     assert reflected is not None and reflected["proposals"] >= 1, reflected
     with client.run("plan the launch") as run, run.step("decide") as step:
         step.prompt("When does the help center launch?")
-        step.write_back(memories=[_memory("The launch review is on Friday", "Event")]).wait(30)
+        step.write_back(memories=[{"type": "Event",
+                                   "content": "The launch review is on Friday"}]).wait(30)
     _write(server.app.state.orchmem.client(BETA), _memory("Beta keeps its own notes"))
     yield server, ids
     server.stop()
@@ -279,7 +280,8 @@ def test_restricted_memories_need_a_stated_purpose_which_is_audited(
     assert "no such memory" in page.content()
     page.goto("/console/memories")
     page.fill("#purpose", "incident 7 review")
-    page.click("text=Show restricted")
+    page.click("button:has-text('Show restricted')")
+    page.wait_for_selector(".restricted-on")
     page.wait_for_url("**/console/memories")
     assert "vault passphrase" in page.locator("tbody").inner_text()
     page.goto(f"/console/memories/{ids['secret']}")
@@ -288,7 +290,8 @@ def test_restricted_memories_need_a_stated_purpose_which_is_audited(
     reads = [r for r in read_log(log) if r["event"] == "restricted_read"]
     assert reads and all(r["purpose"] == "incident 7 review" for r in reads)
     assert ids["secret"] in reads[-1]["memoryIds"]
-    page.click("text=Hide restricted memories")
+    page.click("button:has-text('Hide restricted memories')")
+    page.wait_for_selector(".restricted-on", state="detached")
     page.goto(f"/console/memories/{ids['secret']}")
     assert "no such memory" in page.content()
 
@@ -296,8 +299,9 @@ def test_restricted_memories_need_a_stated_purpose_which_is_audited(
 def test_log_ingest_and_bulletin_pages(page: Any, shots: Path) -> None:
     page.goto("/console/log")
     page.click("a[href^='/console/log/']")
-    assert "prompt" in page.locator("table", has_text="Steps").inner_text()
-    assert "launch review" in page.locator("table", has_text="Memories this run").inner_text()
+    steps = page.get_by_role("table", name="Steps, tool calls, checkpoints").inner_text()
+    made = page.get_by_role("table", name="Memories this run's steps produced").inner_text()
+    assert "prompt" in steps and "launch review" in made
     page.screenshot(path=str(shots / "log.png"), full_page=True)
     page.goto("/console/ingest")
     page.screenshot(path=str(shots / "ingest.png"), full_page=True)
