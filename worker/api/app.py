@@ -51,6 +51,7 @@ from orchmem.worker.api.middleware import AccessLog, BodyLimit
 from orchmem.worker.api.routes import router
 from orchmem.worker.api.state import ApiState
 from orchmem.worker.api.tokens import TokenStore
+from orchmem.worker.console.mount import mount as mount_console
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +64,7 @@ def create_api(settings: Settings, store: TokenStore | None = None) -> FastAPI:
                   "/v1/orchestrators/{orchestratorId}/ needs `Authorization: Bearer "
                   "<token>` for that orchestrator (`orchmem token create --orch ID`).")
     app.state.orchmem = ApiState(settings, store)
+    mount_console(app)  # /console: before the API's catch-all routes
     app.include_router(router)
     app.add_api_route("/v1/health", health, methods=["GET"], tags=["service"],
                       summary="Liveness: no token needed")

@@ -83,8 +83,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                'Withdraw MEMORY_ID (status retracted; content kept, hidden from recall).'),
     "review": ("reflection", "review", 'Review evolves proposals: list, accept, reject.'),
     "serve": ("serve", "serve",
-               'Serve the HTTP API (OpenAPI at /openapi.json): each request needs a bearer token'
-               ' of the orchestrator it names (`orchmem token create`).'),
+               'Serve the HTTP API (OpenAPI at /openapi.json) and the web console (/console): '
+               'each request needs a token of the orchestrator it names (`orchmem token '
+               'create`).'),
     "stats": ("memory", "stats",
                'Counts per type and status, embeddings missing, dead letters, queue depths, last'
                ' bulletin and last ingest.'),

@@ -56,17 +56,21 @@ def _shards(cli: Cli, shards: tuple[int, ...]) -> list[int]:
               help="Run workers for these shards only (repeatable). Default: all.")
 @click.option("--no-beat", is_flag=True, help="Do not run the beat scheduler.")
 @click.option("--flower", is_flag=True, help="Also run Flower (see `orchmem flower`).")
+@click.option("--console", is_flag=True, help="Also serve the HTTP API with the web console "
+              "at /console (see `orchmem serve`).")
 @click.option("--no-reader", is_flag=True, help="Do not run a reader (`orchmem reader`): "
               "`orchmem recall` then loads the model itself.")
 @pass_cli
-def up(cli: Cli, shards: tuple[int, ...], no_beat: bool, flower: bool, no_reader: bool) -> None:
+def up(cli: Cli, shards: tuple[int, ...], no_beat: bool, flower: bool, console: bool,
+       no_reader: bool) -> None:
     """Run the broker (when embedded), one worker per shard and beat, in the foreground.
 
     Ctrl-C or SIGTERM stops them all cleanly: workers finish their current task.
     """
     try:
         code = Supervisor(cli.settings, _shards(cli, shards), beat=not no_beat,
-                          flower=flower, reader=not no_reader, echo=click.echo).run()
+                          flower=flower, console=console, reader=not no_reader,
+                          echo=click.echo).run()
     except OrchmemError as exc:
         raise click.ClickException(str(exc)) from exc
     raise SystemExit(code)

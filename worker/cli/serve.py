@@ -50,8 +50,8 @@ def with_overrides(settings: Settings, **changes: Any) -> Settings:
               "must then be the orchestrators' only writer).")
 @pass_cli
 def serve(cli: Cli, address: str | None, port: int | None, immediate: bool | None) -> None:
-    """Serve the HTTP API (OpenAPI at /openapi.json): each request needs a bearer token
-    of the orchestrator it names (`orchmem token create`)."""
+    """Serve the HTTP API (OpenAPI at /openapi.json) and the web console (/console): each
+    request needs a token of the orchestrator it names (`orchmem token create`)."""
     import uvicorn
 
     from orchmem.worker.api.app import create_api
@@ -62,7 +62,8 @@ def serve(cli: Cli, address: str | None, port: int | None, immediate: bool | Non
     check_bind(settings, store)
     logging.getLogger("orchmem.api.access").setLevel(logging.INFO)
     click.echo(f"orchmem API on http://{settings.api.address}:{settings.api.port} "
-               f"({'immediate' if settings.api.immediate else 'broker'} mode)", err=True)
+               f"({'immediate' if settings.api.immediate else 'broker'} mode); console at "
+               "/console/", err=True)
     uvicorn.Server(server_config(create_api(settings, store), settings)).run()
 
 

@@ -69,6 +69,8 @@ class Supervisor:
     shards: list[int]
     beat: bool = True
     flower: bool = False
+    #: The HTTP API with the web console at /console (`orchmem serve`).
+    console: bool = False
     #: A reader for these shards' read queues: `orchmem recall` and remote clients ask it.
     reader: bool = True
     echo: Callable[[str], None] = print
@@ -104,6 +106,8 @@ class Supervisor:
             self.children.append(self.followed("beat", "beat"))
         if self.flower:
             self.children.append(Child("flower", self.command("flower"), logs / "flower.log"))
+        if self.console:
+            self.children.append(Child("console", self.command("serve"), logs / "console.log"))
         for child in self.children:
             child.start(env)
         self._print_banner(url)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from orchmem.models.core.shapes import format_ts, utc_now
 from orchmem.models.storage.db.database import OrchestratorDB
@@ -83,3 +84,13 @@ def hashes_of(memory_id: str) -> dict[str, int]:
         IngestManifestRow.sha256, IngestManifestRow.size).where(
         IngestManifestRow.memory_ids.contains(f'"{memory_id}"'),
         IngestManifestRow.outcome != "rejected")}
+
+
+def recent_entries(odb: OrchestratorDB, limit: int = 100) -> list[dict[str, Any]]:
+    """The newest ``limit`` manifest rows as JSON (the console's ingest page): file,
+    outcome, reason code and detail of a rejection, memoryIds, size, time."""
+    with odb.read():
+        rows = (IngestManifestRow.select().order_by(IngestManifestRow.id.desc()).limit(limit))
+        return [{"file": r.file_name, "outcome": r.outcome, "reason": r.reason,
+                 "detail": r.detail, "memoryIds": json.loads(r.memory_ids), "size": r.size,
+                 "at": r.at, "moved": bool(r.moved)} for r in rows]

@@ -182,3 +182,14 @@ def events_of_memory(odb: OrchestratorDB, memory_id: str) -> list[dict[str, Any]
 
 def _snake(name: str) -> str:
     return "".join(f"_{c.lower()}" if c.isupper() else c for c in name)
+
+
+def recent_runs(odb: OrchestratorDB, limit: int = 100) -> list[dict[str, Any]]:
+    """The newest ``limit`` runs of the log (the console's execution log page)."""
+    if not has_log(odb):
+        return []
+    names = ("runId", "name", "conversationId", "replay", "status", "outcome", "startedAt",
+             "endedAt", "events")
+    rows = odb.sql(f"SELECT {', '.join(_snake(n) for n in names)} FROM log_runs "
+                   "ORDER BY first_seq DESC LIMIT ?", (limit,))
+    return [{**dict(zip(names, row, strict=True)), "replay": bool(row[3])} for row in rows]
