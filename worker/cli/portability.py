@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from orchmem.config import ImportRejected, MemoryNotFound
-from orchmem.models.embedding.embedders import get_embedder
+from orchmem.models.embedding.device import bulk_embedder
 from orchmem.models.portability.export import export_jsonl, export_markdown
 from orchmem.models.portability.import_files import read_manifest
 from orchmem.models.portability.importer import import_folder
@@ -85,10 +85,10 @@ def import_(cli: Cli, orchestrator_id: str, folder: str, skip_conflicts: bool,
     # The manifest is read before the database opens: a folder for another orchestrator
     # must not leave an empty memory behind for this one.
     read_manifest(Path(folder), orchestrator_id)
+    embedder = bulk_embedder(settings.embedding)  # a device error leaves no file behind
     databases = Databases(settings)
     odb = databases.open(orchestrator_id)
     assert odb is not None  # a writer's registry creates the file
-    embedder = get_embedder(settings.embedding)
     try:
         with click.progressbar(length=1, label="embedding", file=sys.stderr) as bar:
             def progress(done: int, total: int) -> None:
