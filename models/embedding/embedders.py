@@ -195,5 +195,43 @@ def _make(settings: EmbeddingSettings) -> Embedder:
     return embedder
 
 
+#: The backends whose version is ``model:dim:norm`` of the settings' model.
+BUILT_IN = frozenset({"onnx", "sentence-transformers"})
+
+
+def predicted_version(settings: EmbeddingSettings, dim: int) -> str | None:
+    """The ``version`` the embedder of ``settings`` has if its model gives ``dim``
+    dimensions, without loading the model (a model's label fixes its dimension); None
+    for a plug-in backend, whose version is its own. Raises EmbeddingError."""
+    if settings.backend not in BUILT_IN:
+        return None
+    norm = "norm" if settings.normalize else "raw"
+    return f"{model_label(settings.model, resolve_model_path(settings.model))}:{dim}:{norm}"
+
+
+class DeferredEmbedder(Embedder):
+    """An embedder whose ``version`` and ``dim`` are known ahead
+    (:func:`predicted_version`) and whose model is loaded by ``make`` on the first
+    :meth:`encode` only: a caller that finds every vector computed already (an import
+    of an export with its vectors) never loads it."""
+
+    def __init__(self, make: Callable[[], Embedder], version: str, dim: int) -> None:
+        self._make = make
+        self._loaded: Embedder | None = None
+        self.version = version
+        self.dim = dim
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        if self._loaded is None:
+            loaded = self._make()
+            if loaded.version != self.version:
+                raise EmbeddingError(f"the embedder is {loaded.version}, not the "
+                                     f"{self.version} expected ahead of loading it")
+            self._loaded = loaded
+        return self._loaded.encode(texts)
+
+
 def vector_to_blob(vector: np.ndarray) -> bytes:
     return np.asarray(vector, dtype=np.float32).tobytes()
