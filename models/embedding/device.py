@@ -15,6 +15,7 @@ decides its own device: ``auto`` keeps it as it is and ``cuda`` is refused.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import subprocess
@@ -34,8 +35,10 @@ Device = Literal["cpu", "cuda"]
 CUDA_BACKENDS = frozenset({"onnx", "sentence-transformers"})
 
 
+@functools.cache
 def cuda_available() -> bool:
-    """Whether torch sees a CUDA GPU (False when torch itself is missing)."""
+    """Whether torch sees a CUDA GPU (False when torch itself is missing); asked once
+    per process (bulk embedding asks before every batch)."""
     try:
         import torch
     except ImportError:
@@ -76,17 +79,17 @@ def device_for(settings: EmbeddingSettings) -> Device:
     return choose_device(settings.device, settings.backend, cuda_available())
 
 
-def check_device(settings: EmbeddingSettings) -> Device:
-    """:func:`device_for`, asked in a child interpreter: for a process that forks
-    workers, which must not start CUDA before the fork. Raises ConfigError."""
-    if settings.device == "cpu" or (settings.device == "auto"
-                                    and settings.backend not in CUDA_BACKENDS):
-        return "cpu"
+def check_device(settings: EmbeddingSettings) -> None:
+    """Raise ConfigError, naming the field, when ``embedding.device = "cuda"`` cannot be
+    had. Asked in a child interpreter: a process that forks workers must not start CUDA
+    before the fork. ``auto`` and ``cpu`` never fail, so nothing is asked for them."""
+    if settings.device != "cuda":
+        return
     probe = subprocess.run(
         [sys.executable, "-c", "import torch; print(int(torch.cuda.is_available()))"],
         capture_output=True, text=True, timeout=300, check=False)
     cuda = probe.returncode == 0 and probe.stdout.strip() == "1"
-    return choose_device(settings.device, settings.backend, cuda)
+    choose_device(settings.device, settings.backend, cuda)
 
 
 _gpu: dict[tuple[object, ...], Embedder] = {}
