@@ -56,6 +56,12 @@ class EmbeddingSettings(Section):
     #: Recent query vectors kept per process, so a repeated question skips the model
     #: (0 = off).
     query_cache_size: int = Field(256, ge=0, le=100_000)
+    #: Where bulk embedding runs (the worker's batches and write-backs, re-embedding,
+    #: import, ingest): "auto" = a CUDA GPU when torch sees one and the backend is a
+    #: built-in one, else the CPU; "cuda" = the GPU or a start error; "cpu". Recall's
+    #: one query always runs on the CPU backend, its fastest path
+    #: (docs/performance.md#gpu-embedding).
+    device: Literal["auto", "cpu", "cuda"] = "auto"
 
 
 class WorkerSettings(Section):

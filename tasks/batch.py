@@ -38,7 +38,7 @@ from celery.exceptions import Ignore, Retry
 from orchmem.config import EmbeddingError, OrchmemError, StorageError, check_orchestrator_id
 from orchmem.models.core.payloads import key_of
 from orchmem.models.embedding import batch_vectors
-from orchmem.models.embedding.embedders import get_embedder
+from orchmem.models.embedding.device import bulk_embedder
 from orchmem.models.storage.db.database import OrchestratorDB
 from orchmem.models.storage.delivery import receipts
 from orchmem.models.writeback.reconcile import NEIGHBOURS
@@ -263,7 +263,7 @@ def _vectors_ahead(task: MemoryTask, texts: list[str]) -> Iterator[None]:
         yield
         return
     try:
-        embedder = get_embedder(task.settings.embedding)
+        embedder = bulk_embedder(task.settings.embedding)
     except EmbeddingError:
         yield
         return

@@ -32,6 +32,7 @@ from celery import shared_task
 
 from orchmem.config import MemoryCorrupt, MemoryNotFound, MemoryValidationError, OrchmemError
 from orchmem.models.core.shapes import format_ts, utc_now
+from orchmem.models.embedding.device import bulk_embedder
 from orchmem.models.embedding.embedders import get_embedder
 from orchmem.models.embedding.reembed import reembed_batch, remaining
 from orchmem.models.reflection.stages import reflect_due
@@ -84,7 +85,7 @@ def reembed(self: MemoryTask, orchestrator_id: str, payload: dict[str, Any]) -> 
         budget = _positive(payload, "budgetS", DEFAULT_BUDGET_S, 3600)
         batch_size = int(_positive(payload, "batchSize",
                                    self.settings.embedding.batch_size, 4096))
-        embedder = get_embedder(self.settings.embedding)
+        embedder = bulk_embedder(self.settings.embedding)
         started = time.monotonic()
         embedded = batches = 0
         while time.monotonic() - started < budget:

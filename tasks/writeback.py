@@ -12,7 +12,7 @@ from orchmem.config import EmbeddingError
 from orchmem.models.core.payloads import WritebackRequest, check_writeback
 from orchmem.models.core.shapes import format_ts, utc_now
 from orchmem.models.embedding import batch_vectors
-from orchmem.models.embedding.embedders import get_embedder
+from orchmem.models.embedding.device import bulk_embedder
 from orchmem.models.execlog.append import append_and_project
 from orchmem.models.execlog.rules import check_step_events
 from orchmem.models.storage.db.database import OrchestratorDB
@@ -118,7 +118,7 @@ def embed_proposals(task: MemoryTask, odb: OrchestratorDB,
     if not items:
         return items, None
     try:
-        embedder = get_embedder(task.settings.embedding)
+        embedder = bulk_embedder(task.settings.embedding)
         matrix = batch_vectors.encode(embedder, [p.memory.content for p in items])
     except EmbeddingError as exc:
         logger.warning("embedding failed for %s: %s", odb.orchestrator_id, exc)

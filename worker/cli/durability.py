@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from orchmem.config import MemoryNotFound, OrchmemError, Settings
-from orchmem.models.embedding.embedders import get_embedder
+from orchmem.models.embedding.device import bulk_embedder
 from orchmem.models.portability.rebuild import rebuild as rebuild_parts
 from orchmem.models.storage.db.backup import (
     check_backup,
@@ -77,7 +77,7 @@ def rebuild(cli: Cli, orchestrator_id: str, fts: bool, vectors: bool, bulletin: 
         report = rebuild_parts(
             odb, fts=fts, vectors=vectors,
             bulletin=(lambda: write_bulletin(odb)) if bulletin else None,
-            embedder=get_embedder(settings.embedding) if vectors else None,
+            embedder=bulk_embedder(settings.embedding) if vectors else None,
             batch_size=settings.embedding.batch_size, progress=progress)
     finally:
         databases.close_all()

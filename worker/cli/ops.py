@@ -14,6 +14,7 @@ import click
 from celery import signals as celery_signals
 
 from orchmem.config import OrchmemError
+from orchmem.models.embedding.device import check_device
 from orchmem.models.embedding.embedders import get_embedder
 from orchmem.models.embedding.reembed import remaining
 from orchmem.models.storage.db.database import Databases, known_orchestrators
@@ -142,6 +143,7 @@ def worker(cli: Cli, shards: tuple[int, ...], loglevel: str | None, logfile: str
            metrics_port: int | None, wait_broker: float, ready_file: str | None) -> None:
     """Run one Celery worker (concurrency 1) for the given shards."""
     settings = cli.settings
+    check_device(settings.embedding)  # "cuda" without a GPU stops here, naming the field
     chosen = _shards(cli, shards)
     app = _app(cli, wait_broker)
     on_ready(celery_signals.worker_ready, ready_file)

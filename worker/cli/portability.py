@@ -8,9 +8,11 @@ from pathlib import Path
 import click
 
 from orchmem.config import ImportRejected, MemoryNotFound
-from orchmem.models.embedding.embedders import get_embedder
+from orchmem.config.settings import EmbeddingSettings
+from orchmem.models.embedding.device import bulk_embedder, device_for
+from orchmem.models.embedding.embedders import DeferredEmbedder, Embedder, predicted_version
 from orchmem.models.portability.export import export_jsonl, export_markdown
-from orchmem.models.portability.import_files import read_manifest
+from orchmem.models.portability.import_files import declared_embedder, read_manifest
 from orchmem.models.portability.importer import import_folder
 from orchmem.models.storage.db.database import Databases
 from orchmem.worker.cli.common import Cli, emit, fail, json_option, orch_option, pass_cli
@@ -85,10 +87,10 @@ def import_(cli: Cli, orchestrator_id: str, folder: str, skip_conflicts: bool,
     # The manifest is read before the database opens: a folder for another orchestrator
     # must not leave an empty memory behind for this one.
     read_manifest(Path(folder), orchestrator_id)
+    embedder = _import_embedder(settings.embedding, Path(folder))
     databases = Databases(settings)
     odb = databases.open(orchestrator_id)
     assert odb is not None  # a writer's registry creates the file
-    embedder = get_embedder(settings.embedding)
     try:
         with click.progressbar(length=1, label="embedding", file=sys.stderr) as bar:
             def progress(done: int, total: int) -> None:
@@ -119,6 +121,18 @@ def import_(cli: Cli, orchestrator_id: str, folder: str, skip_conflicts: bool,
                              if "supersededBy" in e else [])])
               for e in report["edits"]]
     emit({"ok": True, "orchestratorId": orchestrator_id, **report}, as_json, "\n".join(lines))
+
+
+def _import_embedder(settings: EmbeddingSettings, folder: Path) -> Embedder:
+    """The bulk embedder, loaded only if a memory needs embedding: when the export's
+    vectors were made by this model, its version is known without loading it. A device
+    error (``cuda`` without a GPU) is raised here, before any file is written."""
+    if settings.device == "cuda":
+        device_for(settings)
+    declared = declared_embedder(folder)
+    if declared is not None and predicted_version(settings, declared[1]) == declared[0]:
+        return DeferredEmbedder(lambda: bulk_embedder(settings), *declared)
+    return bulk_embedder(settings)
 
 
 COMMANDS = [export, import_]

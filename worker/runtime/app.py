@@ -16,7 +16,7 @@ from celery import Celery, signals
 from kombu import Queue
 
 from orchmem.config import MemoryValidationError, Settings
-from orchmem.models.embedding.embedders import get_embedder
+from orchmem.models.embedding.device import bulk_embedder
 from orchmem.models.storage.db.database import Databases
 from orchmem.tasks.maintenance import FANOUT
 from orchmem.tasks.publish import send
@@ -237,7 +237,7 @@ def connect_worker_signals(app: OrchmemCelery, shards: list[int] | None = None) 
         # Load the embedding model before the child takes its first task, so that no
         # task (a bulletin with a 2 s budget, say) waits seconds for it.
         try:
-            get_embedder(app.settings.embedding)
+            bulk_embedder(app.settings.embedding)
         except Exception as exc:  # logged; tasks fall back to full text, re-embed later
             logger.warning("embedding model not loaded at start: %s", exc)
 

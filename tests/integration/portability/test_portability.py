@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
+import sys
 import tomllib
 from datetime import UTC, datetime
 from pathlib import Path
@@ -14,7 +16,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 from memory_seed import CONTENTS, seed
-from orchmem_testing import make_settings
+from orchmem_testing import make_settings, settings_env
 
 from orchmem.config import ImportRejected, Settings
 from orchmem.models.embedding.embedders import Embedder
@@ -223,3 +225,24 @@ def test_the_cli_exports_and_imports(source: Any, tmp_path: Path) -> None:
     assert "the export belongs to orchestrator 'porter', not 'other'" in result.output
     assert not (target_root / "orchestrators" / "other").exists()
 
+
+
+def test_orchmem_import_with_this_models_vectors_never_loads_the_model(
+        source: Any, tmp_path: Path) -> None:
+    """The command, in its own process: the model's ONNX export goes to
+    ``embedding.cache_dir`` when the model loads, so an empty one shows it never did."""
+    export_jsonl(source["odb"], tmp_path / "out", include_vectors=True)
+    vectors = stored_vectors(source["odb"])
+    target_settings = make_settings(tmp_path / "b", "",
+                                    embedding={"cache_dir": str(tmp_path / "onnx-cache")})
+    env = settings_env(target_settings)
+    done = subprocess.run([sys.executable, "-m", "orchmem.worker", "import", "--orch", ORCH,
+                           str(tmp_path / "out"), "--json"], env=env, capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(done.stdout[done.stdout.find("{"):])
+    assert report["vectorsFromFile"] == len(vectors) > 5
+    assert not (tmp_path / "onnx-cache").exists() or not any(
+        (tmp_path / "onnx-cache").iterdir())
+    target = Databases(target_settings, readonly=True).open(ORCH, create=False)
+    assert target is not None and stored_vectors(target) == vectors
