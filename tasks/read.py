@@ -107,10 +107,11 @@ def _check(pending: Any, options: Any) -> tuple[list[str], dict[str, Any]]:
             raise MemoryValidationError(f"options.{name}: must be an ISO 8601 time")
     view = options.get("view")
     if view is not None:  # a scope view; restricted reads stay in the caller
-        if not isinstance(view, dict) or set(view) - {"sessionId", "projectId", "tags"}:
-            raise MemoryValidationError("options.view: only sessionId, projectId, tags")
+        if not isinstance(view, dict) or set(view) - {"sessionId", "projectId", "tags",
+                                                      "tiers"}:
+            raise MemoryValidationError("options.view: only sessionId, projectId, tags, tiers")
         options = {**options, "view": make_view(view.get("sessionId"), view.get("projectId"),
-                                                view.get("tags"))}
+                                                view.get("tags"), tiers=view.get("tiers"))}
     return pending, options
 
 

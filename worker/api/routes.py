@@ -181,6 +181,9 @@ def recall(m: Admitted,
            route: Annotated[bool | None, Query(description=(
                "Plan by the kind of question (default: memory.retrieval.router)."))] = None,
            episodes: Annotated[bool, Query(description="Add similar past episodes.")] = False,
+           tiers: Annotated[list[str] | None, Query(alias="tier", description=(
+               "Only memories of this tier (repeatable): profile, semantic, episodic, "
+               "procedural."))] = None,
            ) -> dict[str, Any]:
     limit = m.state.settings.api.max_query_chars
     if len(q) > limit:
@@ -190,7 +193,7 @@ def recall(m: Admitted,
         raise MemoryValidationError("q: control characters or NUL bytes are not allowed",
                                     [{"path": "q", "message": "plain text only"}])
     # a scope view; restricted memories are never read over HTTP
-    view = make_view(session_id, project_id, tags or [])
+    view = make_view(session_id, project_id, tags or [], tiers=tiers)
     check_as_of(as_of, utc_now())  # a 400 naming as_of, not an empty answer
     check_as_of(known_at, utc_now(), "known_at")
     bundle = m.client.recall(q, top_n=top_n, types=[t.value for t in types or ()] or None,

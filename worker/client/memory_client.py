@@ -71,7 +71,7 @@ from orchmem.models.storage.db.database import Databases
 from orchmem.models.storage.delivery.outbox import Outbox
 from orchmem.models.storage.memories.rows import get_nodes
 from orchmem.models.storage.reflection.insights import list_proposals
-from orchmem.models.storage.visibility import View, make_view
+from orchmem.models.storage.visibility import View, check_tiers, make_view
 from orchmem.models.workspace.memlog import MemoryLog
 from orchmem.tasks.bulletin import BULLETIN
 from orchmem.tasks.edits import EDIT
@@ -404,10 +404,12 @@ class MemoryClient:
                      conversation_id: str | None = None, workflow_run_id: str | None = None,
                      source_path: str | None = None, tags: Sequence[str] = (),
                      hard: bool = False, dry_run: bool = False, reason: str | None = None,
-                     idempotency_key: str | None = None) -> WriteHandle:
+                     idempotency_key: str | None = None, tiers: Sequence[str] = (),
+                     scope: str | None = None) -> WriteHandle:
         """Forget every memory the selectors match (all must hold): ``memory_ids``,
         ``before`` (created before an ISO date or timestamp), a session, a project, a
-        source (conversation, workflow run, ingested file path) and ``tags``; soft
+        source (conversation, workflow run, ingested file path), ``tags``, ``tiers`` (any
+        of them) and ``scope`` (e.g. every session-scoped memory); soft
         (retracted) unless ``hard`` (erased, as :meth:`forget` erases; a hard forget
         naming a ``workflow_run_id`` or ``conversation_id`` also erases the texts of
         that run's, or that conversation's runs', execution-log events and rebuilds
@@ -422,7 +424,8 @@ class MemoryClient:
             "sessionId": session_id, "projectId": project_id,
             "conversationId": conversation_id, "workflowRunId": workflow_run_id,
             "sourcePath": source_path, "tags": list(tags), "hard": hard, "dryRun": dry_run,
-            "reason": reason,
+            "reason": reason, **({"tiers": list(tiers)} if tiers else {}),
+            **({"scope": scope} if scope else {}),
             # each call selects afresh: a repeat must not return the first one's receipt
             "idempotencyKey": idempotency_key or f"forget-policy-{uuid.uuid4().hex}"})
 
@@ -470,7 +473,8 @@ class MemoryClient:
                purpose: str | None = None, view: View | None = None,
                as_of: datetime | str | None = None, latest: bool = False,
                route: bool | None = None,
-               known_at: datetime | str | None = None) -> RecallBundle:
+               known_at: datetime | str | None = None,
+               tiers: Sequence[str] | None = None) -> RecallBundle:
         """The memories most relevant to ``query`` (see ``orchmem.models.recall.search``).
 
         ``as_of``: what was true then (valid time); ``known_at``: what had been stored by
@@ -480,12 +484,15 @@ class MemoryClient:
         Asking for another orchestrator (``orchestrator_id``) or for its memoryIds is
         denied and logged: the bundle is empty and says so in ``warnings``. A request
         that names a ``session_id`` and/or ``project_id`` sees global memories and its
-        own; ``tags`` keeps those with every tag; restricted memories come back only with
+        own; ``tags`` keeps those with every tag; ``tiers`` those of these tiers (an
+        unknown tier raises MemoryValidationError); restricted memories come back only with
         ``include_restricted=True`` and a ``purpose`` (audited). A restricted read
         without a purpose raises MemoryValidationError (a bug in the caller).
         """
         view = view or make_view(session_id, project_id, list(tags or ()), include_restricted,
-                                 purpose)
+                                 purpose, tiers)
+        if tiers is not None and view.tiers != check_tiers(tiers):
+            view = replace(view, tiers=check_tiers(tiers))
         target = orchestrator_id or self.orchestrator_id
         warnings: list[str] = []
         if not self.memory.enabled:
