@@ -63,6 +63,13 @@ class RetrievalSettings(Section):
     #: docs/concepts/recall.md#overlap). The answer is the same either way; false does it
     #: in turn.
     overlap: bool = True
+    #: A plug-in that reorders the fused candidates: "package.module:function", called
+    #: as ``function(query, candidates)`` with the best ``rerank_top_k`` candidates
+    #: (memoryId, type, content, score), returning memoryIds best first
+    #: (models/recall/rerank.py; docs/concepts/recall.md#the-reranker). None: the fused
+    #: order stands.
+    reranker: str | None = Field(None, pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+    rerank_top_k: int = Field(30, ge=1, le=500)
 
 
 class IngestSettings(Section):

@@ -184,6 +184,10 @@ def recall(m: Admitted,
            tiers: Annotated[list[str] | None, Query(alias="tier", description=(
                "Only memories of this tier (repeatable): profile, semantic, episodic, "
                "procedural."))] = None,
+           run_id: Annotated[str | None, Query(alias="runId", description=(
+               "Only memories with a source from this workflow run."))] = None,
+           conversation_id: Annotated[str | None, Query(alias="conversationId", description=(
+               "Only memories with a source from this conversation."))] = None,
            ) -> dict[str, Any]:
     limit = m.state.settings.api.max_query_chars
     if len(q) > limit:
@@ -199,7 +203,8 @@ def recall(m: Admitted,
     bundle = m.client.recall(q, top_n=top_n, types=[t.value for t in types or ()] or None,
                              include_inactive=include_inactive, view=view, as_of=as_of,
                              known_at=known_at, latest=latest, route=route,
-                             episodes=episodes)
+                             episodes=episodes, run_id=run_id,
+                             conversation_id=conversation_id)
     return bundle.dump()
 
 

@@ -65,7 +65,7 @@ from orchmem.models.governance.restricted_reads import audit_restricted_get
 from orchmem.models.recall.bundle import RecallBundle
 from orchmem.models.recall.context import render_context
 from orchmem.models.recall.context_budget import relevant_memory, within_budget
-from orchmem.models.recall.search import check_scope, recall
+from orchmem.models.recall.search import check_scope, check_source_id, recall
 from orchmem.models.reflection.review import REVIEW_ADAPTER
 from orchmem.models.storage.db.database import Databases
 from orchmem.models.storage.delivery.outbox import Outbox
@@ -474,12 +474,14 @@ class MemoryClient:
                as_of: datetime | str | None = None, latest: bool = False,
                route: bool | None = None,
                known_at: datetime | str | None = None,
-               tiers: Sequence[str] | None = None) -> RecallBundle:
+               tiers: Sequence[str] | None = None, run_id: str | None = None,
+               conversation_id: str | None = None) -> RecallBundle:
         """The memories most relevant to ``query`` (see ``orchmem.models.recall.search``).
 
         ``as_of``: what was true then (valid time); ``known_at``: what had been stored by
         then (transaction time); ``latest``: the heads of Updates chains; ``route``: the
-        router's plan.
+        router's plan; ``run_id`` / ``conversation_id``: only memories with a source from
+        that workflow run or conversation.
 
         Asking for another orchestrator (``orchestrator_id``) or for its memoryIds is
         denied and logged: the bundle is empty and says so in ``warnings``. A request
@@ -493,6 +495,8 @@ class MemoryClient:
                                  purpose, tiers)
         if tiers is not None and view.tiers != check_tiers(tiers):
             view = replace(view, tiers=check_tiers(tiers))
+        check_source_id(run_id, "runId")  # a bad id is the caller's bug: raised, not a warning
+        check_source_id(conversation_id, "conversationId")
         target = orchestrator_id or self.orchestrator_id
         warnings: list[str] = []
         if not self.memory.enabled:
@@ -503,7 +507,8 @@ class MemoryClient:
                                  wait_for_writes=wait_for_writes, view=view,
                                  asked={"as_of": as_of, "known_at": known_at,
                                         "latest": latest, "route": route,
-                                        "episodes": episodes})
+                                        "episodes": episodes, "run_id": run_id,
+                                        "conversation_id": conversation_id})
         try:
             if wait_for_writes:
                 left = self.wait_for_writes()
@@ -514,7 +519,7 @@ class MemoryClient:
                             include_inactive=include_inactive, memory_ids=memory_ids,
                             requester=self.orchestrator_id, episodes=episodes, view=view,
                             purpose=purpose, as_of=as_of, known_at=known_at, latest=latest,
-                            route=route)
+                            route=route, run_id=run_id, conversation_id=conversation_id)
         except Exception as exc:
             return empty_bundle(target, query, [*warnings, self._warn("recall", exc)])
         if warnings:

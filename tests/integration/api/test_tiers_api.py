@@ -40,6 +40,8 @@ def test_tiers_over_http_and_mcp(tmp_path: Path, embedder: Embedder) -> None:
             assert recalled("semantic") == [semantic]
             bad = http.get(f"{BASE}/{ORCH}/recall", params={"q": "harbor", "tier": "habit"})
             assert bad.status_code == 422 and "tiers" in bad.text and "habit" in bad.text
+            bad = http.get(f"{BASE}/{ORCH}/recall", params={"q": "harbor", "runId": ""})
+            assert bad.status_code == 422 and "runId" in bad.text
     finally:
         api.stop()
     tools = MemoryTools(MemoryClient(ORCH, settings, immediate=True), 30)
