@@ -12,6 +12,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from orchmem.config.governance import GovernanceSettings
 
+#: A memory tier (models/core/governance_fields.py).
+TierName = Literal["profile", "semantic", "episodic", "procedural"]
+
 
 class Section(BaseModel):
     """A settings section: unknown keys are errors, assignments are validated."""
@@ -138,6 +141,19 @@ class ContextSettings(Section):
     selector_top_n: int = Field(5, ge=0, le=100)
     step_top_n: int = Field(8, ge=0, le=100)
     diagnostics_top_n: int = Field(12, ge=0, le=100)
+    # Injection by tier (docs/concepts/recall.md#injection-by-tier):
+    #: Tiers whose active memories are always in the block, first (newest first, at
+    #: most ``always_max``), whatever the query: how to work.
+    always_tiers: list[TierName] = Field(["procedural"])
+    always_max: int = Field(5, ge=0, le=50)
+    #: Tiers recalled for the query.
+    recalled_tiers: list[TierName] = Field(["profile", "semantic"], min_length=1)
+    #: Tiers recalled too when the router's intent for the query is one of
+    #: ``on_request_intents``, or when the caller asks (``context_for(episodic=True)``).
+    on_request_tiers: list[TierName] = Field(["episodic"])
+    on_request_intents: list[Literal["similar_case", "entity_time", "what_happened",
+                                     "profile", "semantic"]] = Field(
+        ["what_happened", "similar_case"])
 
 
 class ExecLogSettings(Section):

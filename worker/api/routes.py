@@ -226,8 +226,10 @@ def context(m: Admitted, body: JsonBody) -> dict[str, Any]:
     request = _parse(ContextBody, body)
     ctx = m.client.context_for(request.purpose, request.query, session_id=request.session_id,
                                project_id=request.project_id, format=request.format,
-                               max_chars=request.max_chars, max_tokens=request.max_tokens)
+                               max_chars=request.max_chars, max_tokens=request.max_tokens,
+                               episodic=request.episodic)
     return {"purpose": ctx.purpose, "text": ctx.text, "memoryIds": ctx.bundle.memory_ids,
+            "alwaysIds": [m.memory_id for m in ctx.always], "tiers": list(ctx.tiers),
             "bulletinSource": ctx.bulletin.source, "warnings": ctx.warnings}
 
 

@@ -65,11 +65,12 @@ from orchmem.models.governance.restricted_reads import audit_restricted_get
 from orchmem.models.recall.bundle import RecallBundle
 from orchmem.models.recall.context import render_context
 from orchmem.models.recall.context_budget import relevant_memory, within_budget
+from orchmem.models.recall.injection import injection
 from orchmem.models.recall.search import check_scope, check_source_id, recall
 from orchmem.models.reflection.review import REVIEW_ADAPTER
 from orchmem.models.storage.db.database import Databases
 from orchmem.models.storage.delivery.outbox import Outbox
-from orchmem.models.storage.memories.rows import get_nodes
+from orchmem.models.storage.memories.rows import get_nodes, list_memories
 from orchmem.models.storage.reflection.insights import list_proposals
 from orchmem.models.storage.visibility import View, check_tiers, make_view
 from orchmem.models.workspace.memlog import MemoryLog
@@ -624,8 +625,14 @@ class MemoryClient:
                     bulletin: BulletinResult | None = None, *, working: bool = False,
                     session_id: str | None = None, project_id: str | None = None,
                     format: str = "orchmem", max_chars: int | None = None,
-                    max_tokens: int | None = None) -> Context:
+                    max_tokens: int | None = None, episodic: bool | None = None) -> Context:
         """The bulletin and the memories relevant to ``query``, as one bounded text block.
+
+        Injection by tier (models/recall/injection.py, ``memory.context.*``): the
+        procedural memories come first, always (bounded); profile and semantic ones are
+        recalled for the query; episodic ones join when the router says the query asks
+        what happened or for a similar case, or when ``episodic`` is True (False: never).
+        Each line shows its tier.
 
         ``purpose`` is "selector" (choosing a workflow), "step" (a workflow step) or
         "diagnostics" (an investigation: more memories, with their provenance). Pass the
@@ -646,17 +653,35 @@ class MemoryClient:
         view = make_view(session_id, project_id)  # never restricted (storage/visibility.py)
         bulletin = bulletin or (self.bulletin(session_id=session_id, project_id=project_id)
                                 if format == "orchmem" else BulletinResult({}, "", "empty"))
-        bundle = self.recall(query, top_n=top_n, view=view) if top_n else empty_bundle(
-            self.orchestrator_id, query, [])
+        tiers = injection(limits, query, episodic, utc_now())
+        bundle = self.recall(query, top_n=top_n, view=replace(view, tiers=tiers.recalled)) \
+            if top_n else empty_bundle(self.orchestrator_id, query, [])
+        always = self._always(view) if format == "orchmem" else []
         budget = min(max_chars or limits.max_chars, limits.max_chars)
         working_md = self.working_memory() if working else None
         text = within_budget(relevant_memory(bundle), budget, max_tokens) \
             if format == "relevant-memory" else within_budget(render_context(
                 purpose, query, bulletin, bundle, budget,
-                with_sources=purpose == "diagnostics", working=working_md).split("\n"),
-                budget, max_tokens)
+                with_sources=purpose == "diagnostics", working=working_md,
+                always=always).split("\n"), budget, max_tokens)
         return Context(purpose=purpose, text=text, bulletin=bulletin, bundle=bundle,
-                       warnings=[*bulletin.warnings, *bundle.warnings])
+                       warnings=[*bulletin.warnings, *bundle.warnings], always=always,
+                       tiers=tiers.recalled, tiers_reason=tiers.reason)
+
+    def _always(self, view: View) -> list[MemoryNode]:
+        """The always-injected tiers' active memories ``view`` sees, newest first, at
+        most ``memory.context.always_max`` (empty, logged, when memory cannot be read)."""
+        limits = self.memory.context
+        if not limits.always_tiers or not limits.always_max:
+            return []
+        try:
+            odb = self.databases.open(self.orchestrator_id, create=False)
+            return [] if odb is None else list_memories(
+                odb, limit=limits.always_max,
+                view=replace(view, tiers=tuple(dict.fromkeys(limits.always_tiers))))
+        except OrchmemError as exc:
+            self._warn("context", exc)
+            return []
 
     # -- reflection -------------------------------------------------------------
 
