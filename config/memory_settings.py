@@ -167,6 +167,12 @@ class ExecLogSettings(Section):
     checkpoint_schema_versions: list[int] = Field(default_factory=lambda: [1], min_length=1)
     #: Recall warns when a projection (episodes, vectors) lags the log by more events.
     max_projection_lag: int = Field(1000, ge=0, le=10**9)
+    #: A *what happened* recall (or one naming a run) returns the log events that answer
+    #: it in ``bundle.log`` (models/recall/log_answer.py;
+    #: docs/concepts/recall.md#what-happened-reads-the-log): at most this many events a
+    #: page, of at most ``answer_max_runs`` runs. 0 events: the log is not read.
+    answer_max_events: int = Field(50, ge=0, le=1000)
+    answer_max_runs: int = Field(5, ge=1, le=100)
 class ReflectSettings(Section):
     """Reflection (models/reflection/stages.py): topics, crystals and the working-memory
     projection."""

@@ -91,7 +91,7 @@ def wait_for_receipts(databases: Databases, orchestrator_id: str, keys: list[str
 #: What a remote recall may ask besides the query (recall()'s keyword arguments).
 _OPTIONS = frozenset({"top_n", "types", "include_inactive", "memory_ids", "view", "as_of",
                       "known_at", "latest", "route", "episodes", "run_id",
-                      "conversation_id"})
+                      "conversation_id", "log_after"})
 
 
 def _check(pending: Any, options: Any) -> tuple[list[str], dict[str, Any]]:

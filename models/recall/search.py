@@ -48,6 +48,7 @@ from orchmem.models.governance.restricted_reads import audit_restricted_read
 from orchmem.models.language import textquery
 from orchmem.models.language.intent import favoured_types
 from orchmem.models.recall.bundle import RecallBundle, bundle_parts
+from orchmem.models.recall.log_answer import log_answer
 from orchmem.models.recall.overlap import Overlap
 from orchmem.models.recall.plans import (
     Asked,
@@ -128,7 +129,7 @@ def recall(
     as_of: datetime | str | None = None, known_at: datetime | str | None = None,
     latest: bool = False,
     route: bool | Callable[[str, datetime], Plan] | None = None,
-    run_id: str | None = None, conversation_id: str | None = None,
+    run_id: str | None = None, conversation_id: str | None = None, log_after: int = 0,
 ) -> RecallBundle:
     """The memories of ``orchestrator_id`` most relevant to ``query``.
 
@@ -142,7 +143,9 @@ def recall(
     valid time, ``known_at``: transaction time (validity.py); ``latest``: heads of Updates
     chains; ``route``: the router's plan (router.py; None: the settings'); ``run_id`` /
     ``conversation_id``: only memories with a source from that workflow run or
-    conversation (any of their sources).
+    conversation (any of their sources). A *what happened* recall, or one naming a run,
+    also returns the log events that answer it (``bundle.log``, log_answer.py; the page
+    after seq ``log_after``).
 
     Raises ScopeViolation (logged) for another orchestrator's memory, MemoryValidationError
     for a bad type, query or time, MemoryCorrupt / MemoryDisabled when the database
@@ -171,9 +174,10 @@ def recall(
     warnings: list[str] = []
     answer = _snapshot_answer(odb, search, clock, warnings, episodes, databases.overlap)
     audit_restricted_read(odb, view, answer, requester or orchestrator_id, purpose, text)
+    plan = _with_log(odb, search, answer, sourced["runId"], warnings, log_after)
     return trusted(
         RecallBundle, orchestrator_id=orchestrator_id, query=text, mode=mode, warnings=warnings,
-        plan=plan_dump(asked),
+        plan=plan,
         took_ms=round((time.perf_counter() - started) * 1000, 3), **answer)
 
 
@@ -198,6 +202,29 @@ def _within(odb: OrchestratorDB, memory_ids: Sequence[str] | None,
     found = select_ids(odb, Selector(workflow_run_id=run_id, conversation_id=conversation_id),
                        hard=True)
     return found if memory_ids is None else [m for m in found if m in set(memory_ids)]
+
+
+def _with_log(odb: OrchestratorDB, search: _Search, answer: dict[str, Any],
+              run_id: str | None, warnings: list[str], after: int) -> dict[str, Any] | None:
+    """Add the log events of a *what happened* recall to ``answer`` (log_answer.py);
+    the plan, listing the sources read when the log was one of them."""
+    plan = plan_dump(search.asked)
+    settings = odb.memory.log
+    if not isinstance(after, int) or isinstance(after, bool) or after < 0:
+        raise MemoryValidationError("log_after: a log seq (an integer >= 0)",
+                                    [{"path": "logAfter", "message": "an integer >= 0"}])
+    mark = answer.get("watermark") or {}
+    lagging = max(mark.get("episodesBehindRuns", 0),
+                  mark.get("vectorsBehindMemories", 0)) > settings.max_projection_lag
+    found = log_answer(odb, settings, search.asked.plan, run_id,
+                       [n.memory.memory_id for n in answer["nodes"]], search.view, lagging,
+                       after)
+    if found.log is None:
+        return plan
+    answer["log"] = found.log
+    warnings += found.warnings
+    read = [{"source": "memories", "why": "hybrid search of the memories"}, *found.sources]
+    return {**(plan or {"intent": None}), "sources": read}
 
 
 def _limit(top_n: int | None, params: RetrievalSettings) -> int:

@@ -188,6 +188,8 @@ def recall(m: Admitted,
                "Only memories with a source from this workflow run."))] = None,
            conversation_id: Annotated[str | None, Query(alias="conversationId", description=(
                "Only memories with a source from this conversation."))] = None,
+           log_after: Annotated[int, Query(alias="logAfter", ge=0, description=(
+               "The page of a what-happened recall's log events after this seq."))] = 0,
            ) -> dict[str, Any]:
     limit = m.state.settings.api.max_query_chars
     if len(q) > limit:
@@ -204,7 +206,7 @@ def recall(m: Admitted,
                              include_inactive=include_inactive, view=view, as_of=as_of,
                              known_at=known_at, latest=latest, route=route,
                              episodes=episodes, run_id=run_id,
-                             conversation_id=conversation_id)
+                             conversation_id=conversation_id, log_after=log_after)
     return bundle.dump()
 
 

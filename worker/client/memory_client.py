@@ -476,13 +476,14 @@ class MemoryClient:
                route: bool | None = None,
                known_at: datetime | str | None = None,
                tiers: Sequence[str] | None = None, run_id: str | None = None,
-               conversation_id: str | None = None) -> RecallBundle:
+               conversation_id: str | None = None, log_after: int = 0) -> RecallBundle:
         """The memories most relevant to ``query`` (see ``orchmem.models.recall.search``).
 
         ``as_of``: what was true then (valid time); ``known_at``: what had been stored by
         then (transaction time); ``latest``: the heads of Updates chains; ``route``: the
         router's plan; ``run_id`` / ``conversation_id``: only memories with a source from
-        that workflow run or conversation.
+        that workflow run or conversation; ``log_after``: the page of ``bundle.log`` (a
+        *what happened* recall's log events) after this seq (the last page's ``next``).
 
         Asking for another orchestrator (``orchestrator_id``) or for its memoryIds is
         denied and logged: the bundle is empty and says so in ``warnings``. A request
@@ -509,7 +510,8 @@ class MemoryClient:
                                  asked={"as_of": as_of, "known_at": known_at,
                                         "latest": latest, "route": route,
                                         "episodes": episodes, "run_id": run_id,
-                                        "conversation_id": conversation_id})
+                                        "conversation_id": conversation_id,
+                                        "log_after": log_after or None})
         try:
             if wait_for_writes:
                 left = self.wait_for_writes()
@@ -520,7 +522,8 @@ class MemoryClient:
                             include_inactive=include_inactive, memory_ids=memory_ids,
                             requester=self.orchestrator_id, episodes=episodes, view=view,
                             purpose=purpose, as_of=as_of, known_at=known_at, latest=latest,
-                            route=route, run_id=run_id, conversation_id=conversation_id)
+                            route=route, run_id=run_id, conversation_id=conversation_id,
+                            log_after=log_after)
         except Exception as exc:
             return empty_bundle(target, query, [*warnings, self._warn("recall", exc)])
         if warnings:
