@@ -115,17 +115,11 @@ def check_scope(databases: Databases, orchestrator_id: str, requester: str | Non
 def recall(
     orchestrator_id: str, query: str, *,
     databases: Databases,
-    top_n: int | None = None,
-    types: Sequence[str] | None = None,
-    include_inactive: bool = False,
-    memory_ids: Sequence[str] | None = None,
-    requester: str | None = None,
-    mode: Mode = "hybrid",
-    params: RetrievalSettings | None = None,
-    now: datetime | None = None,
-    episodes: bool = False,
-    view: View = DEFAULT_VIEW,
-    purpose: str | None = None,
+    top_n: int | None = None, types: Sequence[str] | None = None,
+    include_inactive: bool = False, memory_ids: Sequence[str] | None = None,
+    requester: str | None = None, mode: Mode = "hybrid",
+    params: RetrievalSettings | None = None, now: datetime | None = None,
+    episodes: bool = False, view: View = DEFAULT_VIEW, purpose: str | None = None,
     as_of: datetime | str | None = None, known_at: datetime | str | None = None,
     latest: bool = False,
     route: bool | Callable[[str, datetime], Plan] | None = None,
@@ -142,10 +136,8 @@ def recall(
     a ``purpose``, audited); lagging projections add warnings (watermark.py). ``as_of``:
     valid time, ``known_at``: transaction time (validity.py); ``latest``: heads of Updates
     chains; ``route``: the router's plan (router.py; None: the settings'); ``run_id`` /
-    ``conversation_id``: only memories with a source from that workflow run or
-    conversation (any of their sources). A *what happened* recall, or one naming a run,
-    also returns the log events that answer it (``bundle.log``, log_answer.py; the page
-    after seq ``log_after``).
+    ``conversation_id``: memories with a source from that run / conversation; a *what
+    happened* recall's log events: ``bundle.log`` (log_answer.py; after ``log_after``).
 
     Raises ScopeViolation (logged) for another orchestrator's memory, MemoryValidationError
     for a bad type, query or time, MemoryCorrupt / MemoryDisabled when the database
@@ -154,8 +146,7 @@ def recall(
     started = time.perf_counter()
     _check_request(databases, orchestrator_id, query, requester, memory_ids, view, purpose)
     type_values = _check_types(types)
-    sourced = {"runId": check_source_id(run_id, "runId"),
-               "conversationId": check_source_id(conversation_id, "conversationId")}
+    sourced = _check_sourced(run_id, conversation_id, log_after)
     times = (check_as_of(as_of, clock := now or utc_now()),
              check_as_of(known_at, clock, "known_at"))
     odb = databases.open(orchestrator_id, create=False)
@@ -177,8 +168,22 @@ def recall(
     plan = _with_log(odb, search, answer, sourced["runId"], warnings, log_after)
     return trusted(
         RecallBundle, orchestrator_id=orchestrator_id, query=text, mode=mode, warnings=warnings,
-        plan=plan,
-        took_ms=round((time.perf_counter() - started) * 1000, 3), **answer)
+        plan=plan, took_ms=round((time.perf_counter() - started) * 1000, 3), **answer)
+
+
+def _check_sourced(run_id: object, conversation_id: object, log_after: object
+                   ) -> dict[str, str | None]:
+    """The run and conversation asked for, checked, and ``log_after`` (a log seq)."""
+    check_log_after(log_after)
+    return {"runId": check_source_id(run_id, "runId"),
+            "conversationId": check_source_id(conversation_id, "conversationId")}
+
+
+def check_log_after(value: object) -> None:
+    """Raise MemoryValidationError naming ``logAfter`` unless ``value`` is a log seq."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise MemoryValidationError("logAfter: a log seq (an integer >= 0)",
+                                    [{"path": "logAfter", "message": "an integer >= 0"}])
 
 
 def check_source_id(value: object, where: str) -> str | None:
@@ -210,9 +215,6 @@ def _with_log(odb: OrchestratorDB, search: _Search, answer: dict[str, Any],
     the plan, listing the sources read when the log was one of them."""
     plan = plan_dump(search.asked)
     settings = odb.memory.log
-    if not isinstance(after, int) or isinstance(after, bool) or after < 0:
-        raise MemoryValidationError("log_after: a log seq (an integer >= 0)",
-                                    [{"path": "logAfter", "message": "an integer >= 0"}])
     mark = answer.get("watermark") or {}
     lagging = max(mark.get("episodesBehindRuns", 0),
                   mark.get("vectorsBehindMemories", 0)) > settings.max_projection_lag

@@ -66,7 +66,12 @@ from orchmem.models.recall.bundle import RecallBundle
 from orchmem.models.recall.context import render_context
 from orchmem.models.recall.context_budget import relevant_memory, within_budget
 from orchmem.models.recall.injection import injection
-from orchmem.models.recall.search import check_scope, check_source_id, recall
+from orchmem.models.recall.search import (
+    check_log_after,
+    check_scope,
+    check_source_id,
+    recall,
+)
 from orchmem.models.reflection.review import REVIEW_ADAPTER
 from orchmem.models.storage.db.database import Databases
 from orchmem.models.storage.delivery.outbox import Outbox
@@ -473,17 +478,15 @@ class MemoryClient:
                tags: Sequence[str] | None = None, include_restricted: bool = False,
                purpose: str | None = None, view: View | None = None,
                as_of: datetime | str | None = None, latest: bool = False,
-               route: bool | None = None,
-               known_at: datetime | str | None = None,
+               route: bool | None = None, known_at: datetime | str | None = None,
                tiers: Sequence[str] | None = None, run_id: str | None = None,
                conversation_id: str | None = None, log_after: int = 0) -> RecallBundle:
         """The memories most relevant to ``query`` (see ``orchmem.models.recall.search``).
 
         ``as_of``: what was true then (valid time); ``known_at``: what had been stored by
         then (transaction time); ``latest``: the heads of Updates chains; ``route``: the
-        router's plan; ``run_id`` / ``conversation_id``: only memories with a source from
-        that workflow run or conversation; ``log_after``: the page of ``bundle.log`` (a
-        *what happened* recall's log events) after this seq (the last page's ``next``).
+        router's plan; ``run_id`` / ``conversation_id``: memories with a source from that
+        run / conversation; ``log_after``: the page of ``bundle.log`` after this seq.
 
         Asking for another orchestrator (``orchestrator_id``) or for its memoryIds is
         denied and logged: the bundle is empty and says so in ``warnings``. A request
@@ -493,11 +496,10 @@ class MemoryClient:
         ``include_restricted=True`` and a ``purpose`` (audited). A restricted read
         without a purpose raises MemoryValidationError (a bug in the caller).
         """
-        view = view or make_view(session_id, project_id, list(tags or ()), include_restricted,
-                                 purpose, tiers)
-        if tiers is not None and view.tiers != check_tiers(tiers):
-            view = replace(view, tiers=check_tiers(tiers))
-        check_source_id(run_id, "runId")  # a bad id is the caller's bug: raised, not a warning
+        view = _recall_view(view, session_id, project_id, tags, include_restricted, purpose,
+                            tiers)
+        check_log_after(log_after)  # a bad id or page is the caller's bug: raised
+        check_source_id(run_id, "runId")
         check_source_id(conversation_id, "conversationId")
         target = orchestrator_id or self.orchestrator_id
         warnings: list[str] = []
@@ -507,9 +509,8 @@ class MemoryClient:
             return remote_recall(self, query, top_n=top_n, types=types, memory_ids=memory_ids,
                                  include_inactive=include_inactive,
                                  wait_for_writes=wait_for_writes, view=view,
-                                 asked={"as_of": as_of, "known_at": known_at,
-                                        "latest": latest, "route": route,
-                                        "episodes": episodes, "run_id": run_id,
+                                 asked={"as_of": as_of, "known_at": known_at, "latest": latest,
+                                        "route": route, "episodes": episodes, "run_id": run_id,
                                         "conversation_id": conversation_id,
                                         "log_after": log_after or None})
         try:
@@ -751,3 +752,15 @@ class MemoryClient:
         return RunLog(self, name, run_id=run_id, replay=replay,
                       conversation_id=conversation_id, session_id=session_id,
                       project_id=project_id)
+
+
+def _recall_view(view: View | None, session_id: str | None, project_id: str | None,
+                 tags: Sequence[str] | None, include_restricted: bool, purpose: str | None,
+                 tiers: Sequence[str] | None) -> View:
+    """The view a recall reads with: the one given, else made of the scope arguments;
+    ``tiers`` (checked, naming the field) narrow either."""
+    made = view or make_view(session_id, project_id, list(tags or ()), include_restricted,
+                             purpose, tiers)
+    if tiers is not None and made.tiers != check_tiers(tiers):
+        made = replace(made, tiers=check_tiers(tiers))
+    return made

@@ -49,3 +49,4 @@ def test_context_injects_by_tier(settings: Settings, worker: WorkerProcess,
     refused = client.context_for("step", "what happened with the kiln firing?", episodic=False)
     assert episodic not in refused.bundle.memory_ids and refused.tiers_reason is None
     assert procedural not in happened.bundle.memory_ids  # first, never twice
+    client.close()

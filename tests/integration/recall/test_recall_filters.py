@@ -13,6 +13,8 @@ from orchmem_testing import WorkerProcess
 
 from orchmem.config import MemoryValidationError, Settings
 from orchmem.models.embedding.embedders import Embedder
+from orchmem.models.recall.bundle import RecallBundle
+from orchmem.models.workspace.folders import Workspace
 from orchmem.models.workspace.memlog import read_log
 from orchmem.worker import MemoryClient
 
@@ -29,6 +31,12 @@ def _written(client: MemoryClient, **request: Any) -> list[str]:
     value = client.write_back(**request).wait(60)
     assert value is not None and value["ok"], value
     return list(value["memoryIds"])
+
+
+def _recall(orch_id: str, settings: Settings, query: str, **options: Any) -> RecallBundle:
+    """One recall by a client of ``settings``, closed after it (its helper threads too)."""
+    with MemoryClient(orch_id, settings) as client:
+        return client.recall(query, **options)
 
 
 def test_run_and_conversation_filters_keep_their_memories(
@@ -48,6 +56,7 @@ def test_run_and_conversation_filters_keep_their_memories(
     assert client.recall("kiln", run_id="r-kiln", conversation_id="c-kiln").memory_ids == []
     with pytest.raises(MemoryValidationError, match="runId"):
         client.recall("kiln", run_id="")
+    client.close()
 
 
 def test_a_reranker_reorders_and_a_failing_one_keeps_the_fused_order(
@@ -55,23 +64,23 @@ def test_a_reranker_reorders_and_a_failing_one_keeps_the_fused_order(
     contents = ["The greenhouse vents open when it is warmer than twenty-five degrees "
                 "in the afternoon", "The greenhouse has tomatoes",
                 "The greenhouse heater is gas-fired and checked every autumn"]
-    ids = _written(MemoryClient(orch_id, settings), memories=[
-        {"type": "Fact", "content": c, "source": SOURCE} for c in contents])
-    fused = MemoryClient(orch_id, settings).recall("greenhouse", top_n=3)
+    with MemoryClient(orch_id, settings) as writer:
+        ids = _written(writer, memories=[
+            {"type": "Fact", "content": c, "source": SOURCE} for c in contents])
+    fused = _recall(orch_id, settings, "greenhouse", top_n=3)
     assert set(fused.memory_ids) == set(ids) and fused.warnings == []
     shortest = sorted(ids, key=lambda m: len(contents[ids.index(m)]))
-    reranked = MemoryClient(orch_id, _with_reranker(settings, "rerankers:by_length")).recall(
-        "greenhouse", top_n=2)
+    reranked = _recall(orch_id, _with_reranker(settings, "rerankers:by_length"), "greenhouse",
+                       top_n=2)
     assert reranked.memory_ids == shortest[:2] and reranked.warnings == []
     assert rerankers.CALLS[-1] == ("greenhouse", fused.memory_ids)
     for spec, said in (("rerankers:raising", "RuntimeError: the reranking service is down"),
                        ("rerankers:unknown", "an id that is not one of its candidates"),
                        ("rerankers:NOT_CALLABLE", "is not callable"),
                        ("rerankers_missing:rank", "cannot be imported")):
-        kept = MemoryClient(orch_id, _with_reranker(settings, spec)).recall("greenhouse",
-                                                                           top_n=3)
+        kept = _recall(orch_id, _with_reranker(settings, spec), "greenhouse", top_n=3)
         assert kept.memory_ids == fused.memory_ids, spec
         assert len(kept.warnings) == 1 and "memory.retrieval.reranker" in kept.warnings[0]
         assert said in kept.warnings[0] and "kept the fused order" in kept.warnings[0]
-    log = read_log(MemoryClient(orch_id, settings).databases.workspace(orch_id).log_path)
+    log = read_log(Workspace.for_orchestrator(settings, orch_id).log_path)
     assert sum(1 for r in log if r["event"] == "rerank_failed") == 4

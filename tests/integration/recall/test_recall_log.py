@@ -6,11 +6,14 @@ paginated; a run of another session is never read; when the projections lag past
 from __future__ import annotations
 
 import sqlite3
+from typing import Any
 
+import pytest
 from orchmem_testing import WorkerProcess
 
-from orchmem.config import Settings
+from orchmem.config import MemoryValidationError, Settings
 from orchmem.models.embedding.embedders import Embedder
+from orchmem.models.recall.bundle import RecallBundle
 from orchmem.worker import MemoryClient
 
 
@@ -24,6 +27,12 @@ def _run(client: MemoryClient, decision: str, session: str | None = None) -> str
         run.outcome("success", "released")
     assert all(v is not None and v.get("ok") for v in run.wait(60)), decision
     return run.run_id
+
+
+def _recall(orch_id: str, settings: Settings, query: str, **options: Any) -> RecallBundle:
+    """One recall by a client of ``settings``, closed after it (its helper threads too)."""
+    with MemoryClient(orch_id, settings) as client:
+        return client.recall(query, **options)
 
 
 def _with_lag_bound(settings: Settings, bound: int) -> Settings:
@@ -54,8 +63,8 @@ def test_what_happened_returns_the_log_events_of_its_runs(
     small = small.model_copy(update={"memory": small.memory.model_copy(update={
         "log": small.memory.log.model_copy(update={"answer_max_events": 2})})})
     while True:
-        page = MemoryClient(orch_id, small).recall("what happened with the canary build?",
-                                                   route=True, log_after=after).log
+        page = _recall(orch_id, small, "what happened with the canary build?", route=True,
+                       log_after=after).log
         assert page is not None and len(page["events"]) <= 2
         pages += page["events"]
         if page["next"] is None:
@@ -65,9 +74,10 @@ def test_what_happened_returns_the_log_events_of_its_runs(
     # the log is added beside the memories: without it, the same memories in the same order
     off = small.model_copy(update={"memory": small.memory.model_copy(update={
         "log": small.memory.log.model_copy(update={"answer_max_events": 0})})})
-    without = MemoryClient(orch_id, off).recall("what happened with the canary build?",
-                                                route=True)
+    without = _recall(orch_id, off, "what happened with the canary build?", route=True)
     assert without.log is None and without.memory_ids == happened.memory_ids
+    with pytest.raises(MemoryValidationError, match="logAfter"):
+        client.recall("what happened with the canary build?", log_after=-1)
     named = client.recall("canary build", run_id=canary)
     assert named.log is not None and named.log["runs"] == [canary]
     assert named.memory_ids and all(m in happened.memory_ids for m in named.memory_ids)
@@ -75,6 +85,7 @@ def test_what_happened_returns_the_log_events_of_its_runs(
     assert hidden.log == {"runs": [], "events": [], "next": None}
     seen = client.recall("canary build", run_id=hidden_run, session_id="s-x")
     assert seen.log is not None and seen.log["runs"] == [hidden_run]
+    client.close()
 
 
 def test_lagging_projections_answer_what_happened_from_the_log(
@@ -86,12 +97,13 @@ def test_lagging_projections_answer_what_happened_from_the_log(
     with sqlite3.connect(client.databases.workspace(orch_id).db_path) as db:
         db.execute("UPDATE log_runs SET status = 'ended' WHERE run_id = ?", (lag_run,))
     db.close()
-    lagging = MemoryClient(orch_id, _with_lag_bound(settings, 0))
-    answer = lagging.recall("what happened with the credentials?", route=True)
+    answer = _recall(orch_id, _with_lag_bound(settings, 0),
+                     "what happened with the credentials?", route=True)
     assert answer.watermark["episodesBehindRuns"] == 1, answer.watermark
     assert any("answered from the log directly" in w for w in answer.warnings)
     assert answer.log is not None and lag_run in answer.log["runs"]
     assert answer.plan is not None
     assert any("projections lag" in s["why"] for s in answer.plan["sources"])
-    calm = MemoryClient(orch_id, settings).recall("what happened with the credentials?", route=True)
+    calm = _recall(orch_id, settings, "what happened with the credentials?", route=True)
     assert not any("answered from the log directly" in w for w in calm.warnings)
+    client.close()
