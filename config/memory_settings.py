@@ -12,6 +12,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from orchmem.config.governance import GovernanceSettings
 
+#: A memory tier (models/core/governance_fields.py).
+TierName = Literal["profile", "semantic", "episodic", "procedural"]
+
 
 class Section(BaseModel):
     """A settings section: unknown keys are errors, assignments are validated."""
@@ -63,6 +66,13 @@ class RetrievalSettings(Section):
     #: docs/concepts/recall.md#overlap). The answer is the same either way; false does it
     #: in turn.
     overlap: bool = True
+    #: A plug-in that reorders the fused candidates: "package.module:function", called
+    #: as ``function(query, candidates)`` with the best ``rerank_top_k`` candidates
+    #: (memoryId, type, content, score), returning memoryIds best first
+    #: (models/recall/rerank.py; docs/concepts/recall.md#the-reranker). None: the fused
+    #: order stands.
+    reranker: str | None = Field(None, pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+    rerank_top_k: int = Field(30, ge=1, le=500)
 
 
 class IngestSettings(Section):
@@ -131,6 +141,19 @@ class ContextSettings(Section):
     selector_top_n: int = Field(5, ge=0, le=100)
     step_top_n: int = Field(8, ge=0, le=100)
     diagnostics_top_n: int = Field(12, ge=0, le=100)
+    # Injection by tier (docs/concepts/recall.md#injection-by-tier):
+    #: Tiers whose active memories are always in the block, first (newest first, at
+    #: most ``always_max``), whatever the query: how to work.
+    always_tiers: list[TierName] = Field(["procedural"])
+    always_max: int = Field(5, ge=0, le=50)
+    #: Tiers recalled for the query.
+    recalled_tiers: list[TierName] = Field(["profile", "semantic"], min_length=1)
+    #: Tiers recalled too when the router's intent for the query is one of
+    #: ``on_request_intents``, or when the caller asks (``context_for(episodic=True)``).
+    on_request_tiers: list[TierName] = Field(["episodic"])
+    on_request_intents: list[Literal["similar_case", "entity_time", "what_happened",
+                                     "profile", "semantic"]] = Field(
+        ["what_happened", "similar_case"])
 
 
 class ExecLogSettings(Section):
@@ -144,6 +167,12 @@ class ExecLogSettings(Section):
     checkpoint_schema_versions: list[int] = Field(default_factory=lambda: [1], min_length=1)
     #: Recall warns when a projection (episodes, vectors) lags the log by more events.
     max_projection_lag: int = Field(1000, ge=0, le=10**9)
+    #: A *what happened* recall (or one naming a run) returns the log events that answer
+    #: it in ``bundle.log`` (models/recall/log_answer.py;
+    #: docs/concepts/recall.md#what-happened-reads-the-log): at most this many events a
+    #: page, of at most ``answer_max_runs`` runs. 0 events: the log is not read.
+    answer_max_events: int = Field(50, ge=0, le=1000)
+    answer_max_runs: int = Field(5, ge=1, le=100)
 class ReflectSettings(Section):
     """Reflection (models/reflection/stages.py): topics, crystals and the working-memory
     projection."""

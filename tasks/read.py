@@ -90,7 +90,8 @@ def wait_for_receipts(databases: Databases, orchestrator_id: str, keys: list[str
 
 #: What a remote recall may ask besides the query (recall()'s keyword arguments).
 _OPTIONS = frozenset({"top_n", "types", "include_inactive", "memory_ids", "view", "as_of",
-                      "known_at", "latest", "route", "episodes"})
+                      "known_at", "latest", "route", "episodes", "run_id",
+                      "conversation_id", "log_after"})
 
 
 def _check(pending: Any, options: Any) -> tuple[list[str], dict[str, Any]]:
@@ -105,12 +106,16 @@ def _check(pending: Any, options: Any) -> tuple[list[str], dict[str, Any]]:
     for name in ("as_of", "known_at"):
         if not isinstance(options.get(name, ""), str):  # recall() checks the time itself
             raise MemoryValidationError(f"options.{name}: must be an ISO 8601 time")
+    for name in ("run_id", "conversation_id"):
+        if not isinstance(options.get(name, ""), str):  # recall() checks the id itself
+            raise MemoryValidationError(f"options.{name}: must be a string")
     view = options.get("view")
     if view is not None:  # a scope view; restricted reads stay in the caller
-        if not isinstance(view, dict) or set(view) - {"sessionId", "projectId", "tags"}:
-            raise MemoryValidationError("options.view: only sessionId, projectId, tags")
+        if not isinstance(view, dict) or set(view) - {"sessionId", "projectId", "tags",
+                                                      "tiers"}:
+            raise MemoryValidationError("options.view: only sessionId, projectId, tags, tiers")
         options = {**options, "view": make_view(view.get("sessionId"), view.get("projectId"),
-                                                view.get("tags"))}
+                                                view.get("tags"), tiers=view.get("tiers"))}
     return pending, options
 
 

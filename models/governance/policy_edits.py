@@ -135,6 +135,8 @@ class ForgetPolicy(_GovernanceEdit):
     workflow_run_id: ShortText | None = None
     source_path: Annotated[str, Field(strict=True, min_length=1, max_length=4096)] | None = None
     tags: Tags = Field(default_factory=list)
+    tiers: list[Tier] = Field(default_factory=list, max_length=len(Tier))
+    scope: Scope | None = None
     hard: Flag = False
     dry_run: Flag = False
     reason: Reason | None = None
@@ -148,7 +150,8 @@ class ForgetPolicy(_GovernanceEdit):
     def _some_selector(self) -> ForgetPolicy:
         if self.selector(None).empty():
             raise ValueError("give at least one selector: memoryIds, before, sessionId, "
-                             "projectId, conversationId, workflowRunId, sourcePath or tags")
+                             "projectId, conversationId, workflowRunId, sourcePath, tags, tiers "
+                             "or scope")
         return self
 
     def selector(self, workspace: Workspace | None) -> Selector:
@@ -163,7 +166,8 @@ class ForgetPolicy(_GovernanceEdit):
                         session_id=self.session_id, project_id=self.project_id,
                         conversation_id=self.conversation_id,
                         workflow_run_id=self.workflow_run_id, source_path=path,
-                        tags=tuple(self.tags))
+                        tags=tuple(self.tags), tiers=tuple(t.value for t in self.tiers),
+                        scope=self.scope.value if self.scope else None)
 
 
 def apply_patch(stored: StoredMemory, edit: Patch, key: str) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -83,9 +83,11 @@ def _write(path: Path, lines: Iterable[str]) -> tuple[int, str]:
 
 
 def export_jsonl(odb: OrchestratorDB, out_dir: Path, *, include_restricted: bool = False,
-                 include_vectors: bool = False) -> dict[str, Any]:
+                 include_vectors: bool = False, tiers: Sequence[str] = ()) -> dict[str, Any]:
     """Write the four files and the manifest into ``out_dir`` (created when missing);
-    with ``include_vectors``, also ``vectors.jsonl`` (export_vectors.py).
+    with ``include_vectors``, also ``vectors.jsonl`` (export_vectors.py). ``tiers``
+    keeps the memories of those tiers only (their edges among them, the audit events
+    that name no other memory); none keeps every tier.
 
     Returns the manifest as a dict. Raises StorageError when the folder cannot be written.
     """
@@ -93,7 +95,8 @@ def export_jsonl(odb: OrchestratorDB, out_dir: Path, *, include_restricted: bool
         private_dir(out_dir)
         with odb.read():
             left_out = set() if include_restricted else portable.restricted_ids(odb)
-            derived = reflection.crystal_ids(odb)
+            crystals = reflection.crystal_ids(odb)
+            derived = crystals | portable.other_tier_ids(odb, tiers)
             meta = portable.export_meta(odb)
             counts: dict[str, int] = {}
             hashes: dict[str, str] = {}
@@ -113,7 +116,9 @@ def export_jsonl(odb: OrchestratorDB, out_dir: Path, *, include_restricted: bool
         "orchestratorId": odb.orchestrator_id, **meta,
         "index_version": portable.INDEX_VERSION, "exported_at": format_ts(utc_now()),
         "include_restricted": include_restricted, "restricted_left_out": len(left_out),
-        "crystals_left_out": len(derived), "counts": counts, "sha256": hashes,
+        "crystals_left_out": len(crystals), "counts": counts, "sha256": hashes,
+        **({"tiers": list(tiers), "other_tiers_left_out": len(derived - crystals)}
+           if tiers else {}),
     }
     text = toml_text(manifest)
     _write(out_dir / MANIFEST, [text])
@@ -145,17 +150,19 @@ def _toml_value(value: Any) -> str:
     return json.dumps(str(value), ensure_ascii=False)
 
 
-def export_markdown(odb: OrchestratorDB, out_dir: Path, *, include_restricted: bool = False
-                    ) -> Path:
-    """Write ``memories.md``: every live memory grouped by type, with status, importance,
-    confidence, provenance and dates. For reading, not for import."""
+def export_markdown(odb: OrchestratorDB, out_dir: Path, *, include_restricted: bool = False,
+                    tiers: Sequence[str] = ()) -> Path:
+    """Write ``memories.md``: every live memory (of ``tiers``, when given) grouped by
+    type, with status, importance, confidence, provenance and dates. For reading, not
+    for import."""
     path = out_dir / "memories.md"
     try:
         private_dir(out_dir)
         with odb.read():
             left_out = set() if include_restricted else portable.restricted_ids(odb)
+            other = portable.other_tier_ids(odb, tiers)
             records = [r for r in portable.rows(odb, "records")
-                       if r["memoryId"] not in left_out and not r.get("forgotten")]
+                       if r["memoryId"] not in left_out | other and not r.get("forgotten")]
         with open_private(path, "w", encoding="utf-8") as fh:
             _markdown(fh, odb.orchestrator_id, records, len(left_out))
     except OSError as exc:

@@ -91,6 +91,9 @@ class RecallBundle(WireModel):
     watermark: dict[str, Any] = {}
     #: The router's plan and the as-of / latest asked (models/recall/plans.py), or None.
     plan: dict[str, Any] | None = None
+    #: A *what happened* recall's execution-log events (models/recall/log_answer.py):
+    #: ``runs``, ``events`` (chronological) and ``next`` (the cursor of the next page).
+    log: dict[str, Any] | None = None
 
     @property
     def memory_ids(self) -> list[str]:

@@ -31,6 +31,8 @@ from orchmem.config import (
 from orchmem.config.memory_settings import RetrievalSettings
 from orchmem.models.core.contradictions import contradicted
 from orchmem.models.core.shapes import (
+    CONTROL_CHARS,
+    MAX_ID_CHARS,
     MemoryNode,
     MemoryType,
     check_memory_id,
@@ -46,6 +48,7 @@ from orchmem.models.governance.restricted_reads import audit_restricted_read
 from orchmem.models.language import textquery
 from orchmem.models.language.intent import favoured_types
 from orchmem.models.recall.bundle import RecallBundle, bundle_parts
+from orchmem.models.recall.log_answer import log_answer
 from orchmem.models.recall.overlap import Overlap
 from orchmem.models.recall.plans import (
     Asked,
@@ -59,12 +62,14 @@ from orchmem.models.recall.plans import (
     widened,
     window_candidates,
 )
-from orchmem.models.recall.ranking import Features, fuse
+from orchmem.models.recall.ranking import Features, Ranked, fuse
+from orchmem.models.recall.rerank import rerank
 from orchmem.models.recall.router import Plan
 from orchmem.models.recall.router import plan as route_plan
 from orchmem.models.storage.db.database import Databases, OrchestratorDB
 from orchmem.models.storage.execlog.watermark import recall_watermark
 from orchmem.models.storage.memories.contradictions import contradictions
+from orchmem.models.storage.memories.selection import Selector, select_ids
 from orchmem.models.storage.search import fts, neighbours, row_cache, vectors
 from orchmem.models.storage.search import reads as recall_reads
 from orchmem.models.storage.visibility import ALL_STATUSES, DEFAULT_VIEW, View, make_view
@@ -110,20 +115,15 @@ def check_scope(databases: Databases, orchestrator_id: str, requester: str | Non
 def recall(
     orchestrator_id: str, query: str, *,
     databases: Databases,
-    top_n: int | None = None,
-    types: Sequence[str] | None = None,
-    include_inactive: bool = False,
-    memory_ids: Sequence[str] | None = None,
-    requester: str | None = None,
-    mode: Mode = "hybrid",
-    params: RetrievalSettings | None = None,
-    now: datetime | None = None,
-    episodes: bool = False,
-    view: View = DEFAULT_VIEW,
-    purpose: str | None = None,
+    top_n: int | None = None, types: Sequence[str] | None = None,
+    include_inactive: bool = False, memory_ids: Sequence[str] | None = None,
+    requester: str | None = None, mode: Mode = "hybrid",
+    params: RetrievalSettings | None = None, now: datetime | None = None,
+    episodes: bool = False, view: View = DEFAULT_VIEW, purpose: str | None = None,
     as_of: datetime | str | None = None, known_at: datetime | str | None = None,
     latest: bool = False,
     route: bool | Callable[[str, datetime], Plan] | None = None,
+    run_id: str | None = None, conversation_id: str | None = None, log_after: int = 0,
 ) -> RecallBundle:
     """The memories of ``orchestrator_id`` most relevant to ``query``.
 
@@ -135,7 +135,9 @@ def recall(
     similar past episodes; ``view`` what it sees (visibility.py; a restricted read needs
     a ``purpose``, audited); lagging projections add warnings (watermark.py). ``as_of``:
     valid time, ``known_at``: transaction time (validity.py); ``latest``: heads of Updates
-    chains; ``route``: the router's plan (router.py; None: the settings').
+    chains; ``route``: the router's plan (router.py; None: the settings'); ``run_id`` /
+    ``conversation_id``: memories with a source from that run / conversation; a *what
+    happened* recall's log events: ``bundle.log`` (log_answer.py; after ``log_after``).
 
     Raises ScopeViolation (logged) for another orchestrator's memory, MemoryValidationError
     for a bad type, query or time, MemoryCorrupt / MemoryDisabled when the database
@@ -144,6 +146,7 @@ def recall(
     started = time.perf_counter()
     _check_request(databases, orchestrator_id, query, requester, memory_ids, view, purpose)
     type_values = _check_types(types)
+    sourced = _check_sourced(run_id, conversation_id, log_after)
     times = (check_as_of(as_of, clock := now or utc_now()),
              check_as_of(known_at, clock, "known_at"))
     odb = databases.open(orchestrator_id, create=False)
@@ -157,15 +160,73 @@ def recall(
     route = params.router if route is None else route
     searched, asked = _asked(odb, text, clock, times, latest, route)
     search = _Search(text=searched, mode=mode, params=params, limit=limit, types=type_values,
-                     within=memory_ids, view=view, statuses=asked.statuses(include_inactive),
-                     asked=asked)
+                     within=_within(odb, memory_ids, sourced), view=view,
+                     statuses=asked.statuses(include_inactive), asked=asked)
     warnings: list[str] = []
     answer = _snapshot_answer(odb, search, clock, warnings, episodes, databases.overlap)
     audit_restricted_read(odb, view, answer, requester or orchestrator_id, purpose, text)
+    plan = _with_log(odb, search, answer, sourced["runId"], warnings, log_after)
     return trusted(
         RecallBundle, orchestrator_id=orchestrator_id, query=text, mode=mode, warnings=warnings,
-        plan=plan_dump(asked),
-        took_ms=round((time.perf_counter() - started) * 1000, 3), **answer)
+        plan=plan, took_ms=round((time.perf_counter() - started) * 1000, 3), **answer)
+
+
+def _check_sourced(run_id: object, conversation_id: object, log_after: object
+                   ) -> dict[str, str | None]:
+    """The run and conversation asked for, checked, and ``log_after`` (a log seq)."""
+    check_log_after(log_after)
+    return {"runId": check_source_id(run_id, "runId"),
+            "conversationId": check_source_id(conversation_id, "conversationId")}
+
+
+def check_log_after(value: object) -> None:
+    """Raise MemoryValidationError naming ``logAfter`` unless ``value`` is a log seq."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise MemoryValidationError("logAfter: a log seq (an integer >= 0)",
+                                    [{"path": "logAfter", "message": "an integer >= 0"}])
+
+
+def check_source_id(value: object, where: str) -> str | None:
+    """A run or conversation id to filter by, checked (None: no filter)."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value or len(value) > MAX_ID_CHARS \
+            or CONTROL_CHARS.search(value):
+        message = f"{where}: must be 1-{MAX_ID_CHARS} characters of plain text"
+        raise MemoryValidationError(message, [{"path": where, "message": message}])
+    return value
+
+
+def _within(odb: OrchestratorDB, memory_ids: Sequence[str] | None,
+            sourced: dict[str, str | None]) -> Sequence[str] | None:
+    """The memories the search is restricted to: ``memory_ids`` (None: all), and those
+    with a source from the run and/or conversation asked for (selection.py's rule)."""
+    run_id, conversation_id = sourced["runId"], sourced["conversationId"]
+    if run_id is None and conversation_id is None:
+        return memory_ids
+    found = select_ids(odb, Selector(workflow_run_id=run_id, conversation_id=conversation_id),
+                       hard=True)
+    return found if memory_ids is None else [m for m in found if m in set(memory_ids)]
+
+
+def _with_log(odb: OrchestratorDB, search: _Search, answer: dict[str, Any],
+              run_id: str | None, warnings: list[str], after: int) -> dict[str, Any] | None:
+    """Add the log events of a *what happened* recall to ``answer`` (log_answer.py);
+    the plan, listing the sources read when the log was one of them."""
+    plan = plan_dump(search.asked)
+    settings = odb.memory.log
+    mark = answer.get("watermark") or {}
+    lagging = max(mark.get("episodesBehindRuns", 0),
+                  mark.get("vectorsBehindMemories", 0)) > settings.max_projection_lag
+    found = log_answer(odb, settings, search.asked.plan, run_id,
+                       [n.memory.memory_id for n in answer["nodes"]], search.view, lagging,
+                       after)
+    if found.log is None:
+        return plan
+    answer["log"] = found.log
+    warnings += found.warnings
+    read = [{"source": "memories", "why": "hybrid search of the memories"}, *found.sources]
+    return {**(plan or {"intent": None}), "sources": read}
 
 
 def _limit(top_n: int | None, params: RetrievalSettings) -> int:
@@ -375,13 +436,17 @@ def _answer(odb: OrchestratorDB, search: _Search, text: _TextSide,
     inputs = [*text.inputs, *more]
     rows = {i.memory_id: i.row for i in inputs}
     timed = search.asked.timed
+    # with a reranker, the fused top rerank_top_k (models/recall/rerank.py)
+    spec = search.params.reranker
+    wide = max(search.limit, search.params.rerank_top_k) if spec else search.limit
     ranked = fuse(vector_ids, text_ids, {**text.features, **_features(odb, more, search.view)},
-                  search.params, now,
-                  widened(search.limit, search.asked), favoured_types(search.text),
+                  search.params, now, widened(wide, search.asked), favoured_types(search.text),
                   keep=both(floor, valid_keep(rows, search.asked) if timed else None),
                   dated_ids=list(window))
     ranked = after_fusion(odb, ranked, rows, search.asked, lambda ids: _admit(odb, search, ids),
-                          search.limit)
+                          wide)
+    if spec:
+        ranked = _reranked(odb, spec, search, ranked, rows, warnings)
     found = recall_reads.assembly(odb, [r.memory_id for r in ranked], search.view,
                                   search.statuses, rows, text.nodes)
     return {
@@ -391,6 +456,19 @@ def _answer(odb: OrchestratorDB, search: _Search, text: _TextSide,
         "candidates": {"vector": len(vector_hits), "text": len(text_hits),
                        "belowFloor": sum(1 for i in inputs if floor and not floor(i.memory_id))},
     }
+
+
+def _reranked(odb: OrchestratorDB, spec: str, search: _Search, ranked: list[Ranked],
+              rows: dict[str, Any], warnings: list[str]) -> list[Ranked]:
+    """The reranker's order of ``ranked`` (the fused order when it fails: a warning,
+    logged); the first ``limit``."""
+    missing = [r.memory_id for r in ranked if r.memory_id not in rows]
+    rows = {**rows, **{i.memory_id: i.row for i in recall_reads.rank_inputs(odb, missing)}}
+    before = len(warnings)
+    ranked = rerank(spec, search.text, ranked, rows, warnings)
+    if len(warnings) > before:
+        odb.log.write("rerank_failed", reranker=spec, reason=warnings[-1][:300])
+    return ranked[:search.limit]
 
 
 def _admit(odb: OrchestratorDB, search: _Search, ids: list[str]) -> set[str]:

@@ -2,9 +2,11 @@
 
 A request that names a session and/or a project sees the global memories plus those
 of its own session and project, never another session's; one that names none sees
-global memories only. Restricted memories are left out unless the request asks for
-them (``include_restricted``, always with a purpose, audited). ``tags`` keeps the
-memories that carry every one of them. A hard-forgotten memory is seen by no one.
+global memories only. ``tiers`` (profile, semantic, episodic, procedural) keeps the
+memories of those tiers only; none given keeps every tier. Restricted memories are
+left out unless the request asks for them (``include_restricted``, always with a
+purpose, audited). ``tags`` keeps the memories that carry every one of them. A
+hard-forgotten memory is seen by no one.
 
 :meth:`View.sql` is the one definition, as a SQL condition over ``memories`` with its
 parameters (:meth:`View.sees` is the same in Python, for rows already read). The
@@ -29,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchmem.config import MemoryValidationError
-from orchmem.models.core.governance_fields import MAX_TAGS
+from orchmem.models.core.governance_fields import MAX_TAGS, Tier
 from orchmem.models.core.shapes import CONTROL_CHARS, MAX_ID_CHARS, MEMORY_ID_PATTERN
 
 
@@ -42,6 +44,8 @@ class View:
     #: Every session's and project's memories: the whole orchestrator's reads (internal
     #: work, :data:`EVERYTHING`, and the operator's export).
     every_scope: bool = False
+    #: The tiers the request keeps (models/core/governance_fields.py); () keeps all.
+    tiers: tuple[str, ...] = ()
 
     def sql(self, alias: str = "") -> tuple[str, list[Any]]:
         """``(condition, parameters)`` over ``memories`` (as ``alias`` when given)."""
@@ -60,12 +64,18 @@ class View:
         for tag in self.tags:
             condition += f" AND EXISTS (SELECT 1 FROM json_each({a}tags) WHERE value = ?)"
             params.append(tag)
+        if self.tiers:
+            condition += f" AND {a}tier IN ({', '.join('?' for _ in self.tiers)})"
+            params += list(self.tiers)
         return condition, params
 
     def sees(self, scope: str, session_id: str | None, project_id: str | None,
-             sensitivity: str, tags: list[str]) -> bool:
-        """:meth:`sql` in Python, for one memory's stored values."""
+             sensitivity: str, tags: list[str], tier: str | None = None) -> bool:
+        """:meth:`sql` in Python, for one memory's stored values (``tier`` None: a row
+        that has none, an episode, which a tier filter does not keep)."""
         if sensitivity == "restricted" and not self.include_restricted:
+            return False
+        if self.tiers and tier not in self.tiers:
             return False
         if not all(t in tags for t in self.tags):
             return False
@@ -77,8 +87,9 @@ class View:
 
     def key(self) -> str:
         """A stable text of the view (for caches and logs)."""
-        return json.dumps([self.session_id, self.project_id, list(self.tags),
-                           self.include_restricted, self.every_scope])
+        key = [self.session_id, self.project_id, list(self.tags), self.include_restricted,
+               self.every_scope]
+        return json.dumps([*key, list(self.tiers)] if self.tiers else key)
 
 
 #: What a request that names nothing sees: global, not restricted.
@@ -119,10 +130,29 @@ def _name(value: object, where: str) -> str | None:
     return value
 
 
+def check_tiers(tiers: object, where: str = "tiers") -> tuple[str, ...]:
+    """``tiers`` as a checked tuple of tier names (None: every tier); raises
+    MemoryValidationError naming ``where`` for anything else."""
+    if tiers is None:
+        return ()
+    known = [t.value for t in Tier]
+    values = [tiers] if isinstance(tiers, str) else tiers
+    if not isinstance(values, list | tuple) or len(values) > len(known):
+        message = f"{where}: a list of tiers ({', '.join(known)})"
+        raise MemoryValidationError(message, [{"path": where, "message": message}])
+    for i, value in enumerate(values):
+        if value not in known:
+            shown = repr(value)[:40] if isinstance(value, str) else type(value).__name__
+            message = f"{where}: {shown} is not a tier ({', '.join(known)})"
+            raise MemoryValidationError(message, [{"path": f"{where}.{i}", "message": message}])
+    return tuple(sorted(set(values), key=known.index))
+
+
 def make_view(session_id: object = None, project_id: object = None, tags: object = None,
-              include_restricted: bool = False, purpose: object = None) -> View:
+              include_restricted: bool = False, purpose: object = None,
+              tiers: object = None) -> View:
     """A checked :class:`View`; raises MemoryValidationError naming the bad field
-    (a restricted read without a purpose is one)."""
+    (a restricted read without a purpose is one, an unknown tier another)."""
     tag_list = list(tags) if isinstance(tags, list | tuple) else ([] if tags is None else None)
     if tag_list is None or len(tag_list) > MAX_TAGS:
         message = f"tags: a list of at most {MAX_TAGS} tags"
@@ -133,4 +163,4 @@ def make_view(session_id: object = None, project_id: object = None, tags: object
     return View(session_id=_name(session_id, "sessionId"),
                 project_id=_name(project_id, "projectId"),
                 tags=tuple(str(_name(t, f"tags.{i}")) for i, t in enumerate(tag_list)),
-                include_restricted=bool(include_restricted))
+                include_restricted=bool(include_restricted), tiers=check_tiers(tiers))

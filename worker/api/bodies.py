@@ -68,6 +68,8 @@ class ContextBody(WireModel):
     format: Literal["orchmem", "relevant-memory"] = "orchmem"
     max_chars: Annotated[int, Field(ge=1, le=200_000, strict=True)] | None = None
     max_tokens: Annotated[int, Field(ge=1, le=100_000, strict=True)] | None = None
+    #: The episodic tier: True adds it, False keeps it out, None lets the router decide.
+    episodic: Annotated[bool, Field(strict=True)] | None = None
 
 
 #: Every request body model, for the OpenAPI document's components.

@@ -181,6 +181,15 @@ def recall(m: Admitted,
            route: Annotated[bool | None, Query(description=(
                "Plan by the kind of question (default: memory.retrieval.router)."))] = None,
            episodes: Annotated[bool, Query(description="Add similar past episodes.")] = False,
+           tiers: Annotated[list[str] | None, Query(alias="tier", description=(
+               "Only memories of this tier (repeatable): profile, semantic, episodic, "
+               "procedural."))] = None,
+           run_id: Annotated[str | None, Query(alias="runId", description=(
+               "Only memories with a source from this workflow run."))] = None,
+           conversation_id: Annotated[str | None, Query(alias="conversationId", description=(
+               "Only memories with a source from this conversation."))] = None,
+           log_after: Annotated[int, Query(alias="logAfter", ge=0, description=(
+               "The page of a what-happened recall's log events after this seq."))] = 0,
            ) -> dict[str, Any]:
     limit = m.state.settings.api.max_query_chars
     if len(q) > limit:
@@ -190,13 +199,14 @@ def recall(m: Admitted,
         raise MemoryValidationError("q: control characters or NUL bytes are not allowed",
                                     [{"path": "q", "message": "plain text only"}])
     # a scope view; restricted memories are never read over HTTP
-    view = make_view(session_id, project_id, tags or [])
+    view = make_view(session_id, project_id, tags or [], tiers=tiers)
     check_as_of(as_of, utc_now())  # a 400 naming as_of, not an empty answer
     check_as_of(known_at, utc_now(), "known_at")
     bundle = m.client.recall(q, top_n=top_n, types=[t.value for t in types or ()] or None,
                              include_inactive=include_inactive, view=view, as_of=as_of,
                              known_at=known_at, latest=latest, route=route,
-                             episodes=episodes)
+                             episodes=episodes, run_id=run_id,
+                             conversation_id=conversation_id, log_after=log_after)
     return bundle.dump()
 
 
@@ -218,8 +228,10 @@ def context(m: Admitted, body: JsonBody) -> dict[str, Any]:
     request = _parse(ContextBody, body)
     ctx = m.client.context_for(request.purpose, request.query, session_id=request.session_id,
                                project_id=request.project_id, format=request.format,
-                               max_chars=request.max_chars, max_tokens=request.max_tokens)
+                               max_chars=request.max_chars, max_tokens=request.max_tokens,
+                               episodic=request.episodic)
     return {"purpose": ctx.purpose, "text": ctx.text, "memoryIds": ctx.bundle.memory_ids,
+            "alwaysIds": [m.memory_id for m in ctx.always], "tiers": list(ctx.tiers),
             "bulletinSource": ctx.bulletin.source, "warnings": ctx.warnings}
 
 

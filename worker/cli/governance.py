@@ -29,6 +29,10 @@ from orchmem.worker.runtime.publish import publish
 @click.option("--file", "source_path", metavar="PATH", help="From this ingested file "
               "(absolute, or its name as dropped in memory/ingest/).")
 @click.option("--tag", "tags", multiple=True, metavar="T", help="With this tag (repeatable).")
+@click.option("--tier", "tiers", type=click.Choice(TIERS), multiple=True,
+              help="Of this tier (repeatable: any of them).")
+@click.option("--scope", type=click.Choice(SCOPES), help="Of this scope (e.g. every "
+              "session-scoped memory).")
 @click.option("--hard", is_flag=True, help="Erase (content, vector, full text, sources; a "
               "tombstone stays). Default: soft (retracted, content kept).")
 @click.option("--dry-run", is_flag=True, help="List what would be forgotten; change nothing.")
@@ -40,7 +44,7 @@ def forget(cli: Cli, orchestrator_id: str, memory_ids: tuple[str, ...], before: 
            session_id: str | None, project_id: str | None, conversation_id: str | None,
            workflow_run_id: str | None, source_path: str | None, tags: tuple[str, ...],
            hard: bool, dry_run: bool, reason: str | None, idempotency_key: str | None,
-           as_json: bool) -> None:
+           as_json: bool, tiers: tuple[str, ...], scope: str | None) -> None:
     """Forget memories by id and/or policy (every selector given must match).
 
     Prints {"count": n, "memoryIds": [...]} with --json. A forget that matches nothing
@@ -50,7 +54,7 @@ def forget(cli: Cli, orchestrator_id: str, memory_ids: tuple[str, ...], before: 
                "sessionId": session_id, "projectId": project_id,
                "conversationId": conversation_id, "workflowRunId": workflow_run_id,
                "sourcePath": source_path, "tags": list(tags), "hard": hard,
-               "dryRun": dry_run, "reason": reason}
+               "dryRun": dry_run, "reason": reason, "tiers": list(tiers), "scope": scope}
     value = _run_edit(cli, orchestrator_id, payload, as_json,
                       idempotency_key or f"forget-cli-{uuid.uuid4().hex}")
     how = "would be forgotten" if dry_run else ("forgotten (hard: erased)" if hard

@@ -28,6 +28,12 @@ def view_options(func: F) -> F:
     return func
 
 
+def tier_option(func: F) -> F:
+    """--tier (repeatable): only memories of these tiers."""
+    return click.option("--tier", "tiers", type=click.Choice(TIERS), multiple=True,
+                        help="Only memories of this tier (repeatable: any of them).")(func)
+
+
 def write_options(func: F) -> F:
     """--tier, --scope, --session, --project, --sensitivity, --tag of ``write``."""
     for option in reversed((

@@ -38,7 +38,12 @@ from orchmem.worker.cli.common import (
     pass_cli,
     require_orchestrator,
 )
-from orchmem.worker.cli.governance_options import governance_fields, view_options, write_options
+from orchmem.worker.cli.governance_options import (
+    governance_fields,
+    tier_option,
+    view_options,
+    write_options,
+)
 from orchmem.worker.client.handles import found_by
 from orchmem.worker.client.memory_client import MemoryClient
 from orchmem.worker.client.remote import ask_reader, running_reader_serves
@@ -153,12 +158,13 @@ def write(cli: Cli, orchestrator_id: str, memory_type: str, content: str, summar
               help="Filter (repeatable).")
 @click.option("--limit", type=click.IntRange(1, 100_000), default=50, show_default=True)
 @view_options
+@tier_option
 @missing_ok_option
 @json_option
 @pass_cli
 def list_(cli: Cli, orchestrator_id: str, status: str, types: tuple[str, ...], limit: int,
           missing_ok: bool, as_json: bool, session_id: str | None, project_id: str | None,
-          tags: tuple[str, ...]) -> None:
+          tags: tuple[str, ...], tiers: tuple[str, ...]) -> None:
     """List memories, newest first (reads the database directly; restricted ones left
     out; global ones and those of --session / --project)."""
     odb = open_existing(cli.settings, orchestrator_id, as_json, missing_ok)
@@ -166,7 +172,7 @@ def list_(cli: Cli, orchestrator_id: str, status: str, types: tuple[str, ...], l
         return
     nodes = list_memories(odb, status=None if status == "any" else Status(status),
                           types=list(types), limit=limit,
-                          view=View(session_id, project_id, tags))
+                          view=View(session_id, project_id, tags, tiers=tiers))
     header = f"{'MEMORY ID':<29} {'TYPE':<11} {'STATUS':<10} {'IMP':>3} {'CONF':>4}  CONTENT"
     lines = [f"{n.memory_id:<29} {n.type.value:<11} {n.status.value:<10} {n.importance:>3} "
              f"{n.confidence:.2f}  {one_line(n.content, 70)}" for n in nodes]
@@ -299,6 +305,7 @@ def stats(cli: Cli, orchestrator_id: str | None, missing_ok: bool, as_json: bool
               show_default=True)
 @click.option("--local", is_flag=True, help="Recall in this process even when a reader runs.")
 @view_options
+@tier_option
 @click.option("--include-restricted", is_flag=True,
               help="Also restricted memories (needs --purpose; audited in memory.log).")
 @click.option("--purpose", metavar="TEXT", help="Why restricted memories are read.")
@@ -319,7 +326,7 @@ def recall(cli: Cli, orchestrator_id: str, query: str, top_n: int | None, types:
            as_json: bool, session_id: str | None, project_id: str | None,
            tags: tuple[str, ...], include_restricted: bool, purpose: str | None,
            as_of: str | None, known_at: str | None, latest: bool,
-           route: bool | None) -> None:
+           route: bool | None, tiers: tuple[str, ...]) -> None:
     """Recall the memories most relevant to QUERY (hybrid: vectors + full text, fused by RRF).
 
     When `orchmem up` runs (its reader answers within 0.5 s), the reader answers, in
@@ -328,7 +335,8 @@ def recall(cli: Cli, orchestrator_id: str, query: str, top_n: int | None, types:
     """
     require_orchestrator(cli.settings, orchestrator_id, missing_ok)
     try:
-        view = make_view(session_id, project_id, list(tags), include_restricted, purpose)
+        view = make_view(session_id, project_id, list(tags), include_restricted, purpose,
+                         list(tiers) or None)
     except OrchmemError as exc:
         fail(exc, as_json)
         return

@@ -16,6 +16,7 @@ from orchmem.models.portability.import_files import declared_embedder, read_mani
 from orchmem.models.portability.importer import import_folder
 from orchmem.models.storage.db.database import Databases
 from orchmem.worker.cli.common import Cli, emit, fail, json_option, orch_option, pass_cli
+from orchmem.worker.cli.governance_options import tier_option
 
 
 @click.command(name="export")
@@ -30,10 +31,11 @@ from orchmem.worker.cli.common import Cli, emit, fail, json_option, orch_option,
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "md"]), default="jsonl",
               show_default=True, help="jsonl: records/sources/edges/audit + manifest.toml "
               "(importable); md: memories.md grouped by type, for reading.")
+@tier_option
 @json_option
 @pass_cli
 def export(cli: Cli, orchestrator_id: str, out_dir: str, include_restricted: bool,
-           include_vectors: bool, fmt: str, as_json: bool) -> None:
+           include_vectors: bool, fmt: str, as_json: bool, tiers: tuple[str, ...]) -> None:
     """Write one orchestrator's memory to files, from one read-only snapshot.
 
     The same database always gives byte-identical .jsonl files.
@@ -46,11 +48,12 @@ def export(cli: Cli, orchestrator_id: str, out_dir: str, include_restricted: boo
     try:
         folder = Path(out_dir).resolve()
         if fmt == "md":
-            path = export_markdown(odb, folder, include_restricted=include_restricted)
+            path = export_markdown(odb, folder, include_restricted=include_restricted,
+                                   tiers=tiers)
             emit({"ok": True, "file": str(path)}, as_json, f"wrote {path}")
             return
         manifest = export_jsonl(odb, folder, include_restricted=include_restricted,
-                                include_vectors=include_vectors)
+                                include_vectors=include_vectors, tiers=tiers)
     finally:
         databases.close_all()
     counts = manifest["counts"]

@@ -16,6 +16,7 @@ from orchmem.config import OrchmemError
 from orchmem.models.recall.bundle import RecallBundle, Scores
 
 if TYPE_CHECKING:
+    from orchmem.models.core.shapes import MemoryNode
     from orchmem.worker.client.memory_client import MemoryClient
 
 
@@ -133,3 +134,8 @@ class Context:
     bulletin: BulletinResult
     bundle: RecallBundle
     warnings: list[str] = field(default_factory=list)
+    #: The memories of the always-injected tiers, first in the block (procedural).
+    always: list[MemoryNode] = field(default_factory=list)
+    #: The tiers recalled for the query, and why the on-request ones joined (or None).
+    tiers: tuple[str, ...] = ()
+    tiers_reason: str | None = None

@@ -65,13 +65,19 @@ from orchmem.models.governance.restricted_reads import audit_restricted_get
 from orchmem.models.recall.bundle import RecallBundle
 from orchmem.models.recall.context import render_context
 from orchmem.models.recall.context_budget import relevant_memory, within_budget
-from orchmem.models.recall.search import check_scope, recall
+from orchmem.models.recall.injection import injection
+from orchmem.models.recall.search import (
+    check_log_after,
+    check_scope,
+    check_source_id,
+    recall,
+)
 from orchmem.models.reflection.review import REVIEW_ADAPTER
 from orchmem.models.storage.db.database import Databases
 from orchmem.models.storage.delivery.outbox import Outbox
-from orchmem.models.storage.memories.rows import get_nodes
+from orchmem.models.storage.memories.rows import get_nodes, list_memories
 from orchmem.models.storage.reflection.insights import list_proposals
-from orchmem.models.storage.visibility import View, make_view
+from orchmem.models.storage.visibility import View, check_tiers, make_view
 from orchmem.models.workspace.memlog import MemoryLog
 from orchmem.tasks.bulletin import BULLETIN
 from orchmem.tasks.edits import EDIT
@@ -404,10 +410,12 @@ class MemoryClient:
                      conversation_id: str | None = None, workflow_run_id: str | None = None,
                      source_path: str | None = None, tags: Sequence[str] = (),
                      hard: bool = False, dry_run: bool = False, reason: str | None = None,
-                     idempotency_key: str | None = None) -> WriteHandle:
+                     idempotency_key: str | None = None, tiers: Sequence[str] = (),
+                     scope: str | None = None) -> WriteHandle:
         """Forget every memory the selectors match (all must hold): ``memory_ids``,
         ``before`` (created before an ISO date or timestamp), a session, a project, a
-        source (conversation, workflow run, ingested file path) and ``tags``; soft
+        source (conversation, workflow run, ingested file path), ``tags``, ``tiers`` (any
+        of them) and ``scope`` (e.g. every session-scoped memory); soft
         (retracted) unless ``hard`` (erased, as :meth:`forget` erases; a hard forget
         naming a ``workflow_run_id`` or ``conversation_id`` also erases the texts of
         that run's, or that conversation's runs', execution-log events and rebuilds
@@ -422,7 +430,8 @@ class MemoryClient:
             "sessionId": session_id, "projectId": project_id,
             "conversationId": conversation_id, "workflowRunId": workflow_run_id,
             "sourcePath": source_path, "tags": list(tags), "hard": hard, "dryRun": dry_run,
-            "reason": reason,
+            "reason": reason, **({"tiers": list(tiers)} if tiers else {}),
+            **({"scope": scope} if scope else {}),
             # each call selects afresh: a repeat must not return the first one's receipt
             "idempotencyKey": idempotency_key or f"forget-policy-{uuid.uuid4().hex}"})
 
@@ -469,23 +478,29 @@ class MemoryClient:
                tags: Sequence[str] | None = None, include_restricted: bool = False,
                purpose: str | None = None, view: View | None = None,
                as_of: datetime | str | None = None, latest: bool = False,
-               route: bool | None = None,
-               known_at: datetime | str | None = None) -> RecallBundle:
+               route: bool | None = None, known_at: datetime | str | None = None,
+               tiers: Sequence[str] | None = None, run_id: str | None = None,
+               conversation_id: str | None = None, log_after: int = 0) -> RecallBundle:
         """The memories most relevant to ``query`` (see ``orchmem.models.recall.search``).
 
         ``as_of``: what was true then (valid time); ``known_at``: what had been stored by
         then (transaction time); ``latest``: the heads of Updates chains; ``route``: the
-        router's plan.
+        router's plan; ``run_id`` / ``conversation_id``: memories with a source from that
+        run / conversation; ``log_after``: the page of ``bundle.log`` after this seq.
 
         Asking for another orchestrator (``orchestrator_id``) or for its memoryIds is
         denied and logged: the bundle is empty and says so in ``warnings``. A request
         that names a ``session_id`` and/or ``project_id`` sees global memories and its
-        own; ``tags`` keeps those with every tag; restricted memories come back only with
+        own; ``tags`` keeps those with every tag; ``tiers`` those of these tiers (an
+        unknown tier raises MemoryValidationError); restricted memories come back only with
         ``include_restricted=True`` and a ``purpose`` (audited). A restricted read
         without a purpose raises MemoryValidationError (a bug in the caller).
         """
-        view = view or make_view(session_id, project_id, list(tags or ()), include_restricted,
-                                 purpose)
+        view = _recall_view(view, session_id, project_id, tags, include_restricted, purpose,
+                            tiers)
+        check_log_after(log_after)  # a bad id or page is the caller's bug: raised
+        check_source_id(run_id, "runId")
+        check_source_id(conversation_id, "conversationId")
         target = orchestrator_id or self.orchestrator_id
         warnings: list[str] = []
         if not self.memory.enabled:
@@ -494,9 +509,10 @@ class MemoryClient:
             return remote_recall(self, query, top_n=top_n, types=types, memory_ids=memory_ids,
                                  include_inactive=include_inactive,
                                  wait_for_writes=wait_for_writes, view=view,
-                                 asked={"as_of": as_of, "known_at": known_at,
-                                        "latest": latest, "route": route,
-                                        "episodes": episodes})
+                                 asked={"as_of": as_of, "known_at": known_at, "latest": latest,
+                                        "route": route, "episodes": episodes, "run_id": run_id,
+                                        "conversation_id": conversation_id,
+                                        "log_after": log_after or None})
         try:
             if wait_for_writes:
                 left = self.wait_for_writes()
@@ -507,7 +523,8 @@ class MemoryClient:
                             include_inactive=include_inactive, memory_ids=memory_ids,
                             requester=self.orchestrator_id, episodes=episodes, view=view,
                             purpose=purpose, as_of=as_of, known_at=known_at, latest=latest,
-                            route=route)
+                            route=route, run_id=run_id, conversation_id=conversation_id,
+                            log_after=log_after)
         except Exception as exc:
             return empty_bundle(target, query, [*warnings, self._warn("recall", exc)])
         if warnings:
@@ -612,8 +629,14 @@ class MemoryClient:
                     bulletin: BulletinResult | None = None, *, working: bool = False,
                     session_id: str | None = None, project_id: str | None = None,
                     format: str = "orchmem", max_chars: int | None = None,
-                    max_tokens: int | None = None) -> Context:
+                    max_tokens: int | None = None, episodic: bool | None = None) -> Context:
         """The bulletin and the memories relevant to ``query``, as one bounded text block.
+
+        Injection by tier (models/recall/injection.py, ``memory.context.*``): the
+        procedural memories come first, always (bounded); profile and semantic ones are
+        recalled for the query; episodic ones join when the router says the query asks
+        what happened or for a similar case, or when ``episodic`` is True (False: never).
+        Each line shows its tier.
 
         ``purpose`` is "selector" (choosing a workflow), "step" (a workflow step) or
         "diagnostics" (an investigation: more memories, with their provenance). Pass the
@@ -634,17 +657,35 @@ class MemoryClient:
         view = make_view(session_id, project_id)  # never restricted (storage/visibility.py)
         bulletin = bulletin or (self.bulletin(session_id=session_id, project_id=project_id)
                                 if format == "orchmem" else BulletinResult({}, "", "empty"))
-        bundle = self.recall(query, top_n=top_n, view=view) if top_n else empty_bundle(
-            self.orchestrator_id, query, [])
+        tiers = injection(limits, query, episodic, utc_now())
+        bundle = self.recall(query, top_n=top_n, view=replace(view, tiers=tiers.recalled)) \
+            if top_n else empty_bundle(self.orchestrator_id, query, [])
+        always = self._always(view) if format == "orchmem" else []
         budget = min(max_chars or limits.max_chars, limits.max_chars)
         working_md = self.working_memory() if working else None
         text = within_budget(relevant_memory(bundle), budget, max_tokens) \
             if format == "relevant-memory" else within_budget(render_context(
                 purpose, query, bulletin, bundle, budget,
-                with_sources=purpose == "diagnostics", working=working_md).split("\n"),
-                budget, max_tokens)
+                with_sources=purpose == "diagnostics", working=working_md,
+                always=always).split("\n"), budget, max_tokens)
         return Context(purpose=purpose, text=text, bulletin=bulletin, bundle=bundle,
-                       warnings=[*bulletin.warnings, *bundle.warnings])
+                       warnings=[*bulletin.warnings, *bundle.warnings], always=always,
+                       tiers=tiers.recalled, tiers_reason=tiers.reason)
+
+    def _always(self, view: View) -> list[MemoryNode]:
+        """The always-injected tiers' active memories ``view`` sees, newest first, at
+        most ``memory.context.always_max`` (empty, logged, when memory cannot be read)."""
+        limits = self.memory.context
+        if not limits.always_tiers or not limits.always_max:
+            return []
+        try:
+            odb = self.databases.open(self.orchestrator_id, create=False)
+            return [] if odb is None else list_memories(
+                odb, limit=limits.always_max,
+                view=replace(view, tiers=tuple(dict.fromkeys(limits.always_tiers))))
+        except OrchmemError as exc:
+            self._warn("context", exc)
+            return []
 
     # -- reflection -------------------------------------------------------------
 
@@ -711,3 +752,15 @@ class MemoryClient:
         return RunLog(self, name, run_id=run_id, replay=replay,
                       conversation_id=conversation_id, session_id=session_id,
                       project_id=project_id)
+
+
+def _recall_view(view: View | None, session_id: str | None, project_id: str | None,
+                 tags: Sequence[str] | None, include_restricted: bool, purpose: str | None,
+                 tiers: Sequence[str] | None) -> View:
+    """The view a recall reads with: the one given, else made of the scope arguments;
+    ``tiers`` (checked, naming the field) narrow either."""
+    made = view or make_view(session_id, project_id, list(tags or ()), include_restricted,
+                             purpose, tiers)
+    if tiers is not None and made.tiers != check_tiers(tiers):
+        made = replace(made, tiers=check_tiers(tiers))
+    return made

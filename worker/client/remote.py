@@ -49,6 +49,8 @@ def _options(top_n: int | None, types: Sequence[str] | None, include_inactive: b
     if view is not None and view != DEFAULT_VIEW:  # a scope view (never restricted)
         options["view"] = {"sessionId": view.session_id, "projectId": view.project_id,
                            "tags": list(view.tags)}
+        if view.tiers:
+            options["view"]["tiers"] = list(view.tiers)
     if top_n is not None:
         options["top_n"] = top_n
     if types:

@@ -150,6 +150,11 @@ class MemoryTools:
                                             "default: the orchestrator's setting.")] = None,
         episodes: Annotated[Flag, Field(description="Also similar past runs (episodes): "
                                         "title, summary, outcome.")] = False,
+        tiers: Annotated[list[str] | None, Field(description="Only memories of these "
+                                                 "tiers: profile (who the user is), "
+                                                 "semantic (knowledge), episodic (what "
+                                                 "happened), procedural (how to work)."
+                                                 )] = None,
     ) -> dict[str, Any]:
         """Find the stored memories most relevant to a question, best first. Each has a
         memoryId (cite it, or pass it to supersede/forget), its type, content,
@@ -163,7 +168,7 @@ class MemoryTools:
         bundle = self.client.recall(query, top_n=top_n, include_inactive=include_inactive,
                                     session_id=session_id, project_id=project_id,
                                     as_of=as_of, known_at=known_at, latest=latest,
-                                    route=route, episodes=episodes)
+                                    route=route, episodes=episodes, tiers=tiers)
         memories = [_memory(n.memory.dump(), round(n.scores.score, 6)) for n in bundle.nodes]
         found: dict[str, Any] = {"memories": memories, "warnings": bundle.warnings,
                                  "plan": bundle.plan}

@@ -122,9 +122,11 @@ def search(odb: OrchestratorDB, match: str, limit: int, view: View) -> list[dict
         rows = odb.sql(_PAGE, (match, page, offset))
         for row in rows:
             episode = _placed(row)
-            # an episode carries no tags: the view's own stand in, so tags filter nothing
+            # an episode carries no tags: the view's own stand in, so tags filter nothing;
+            # an episode is of the episodic tier
             if view.sees(episode["scope"], episode["sessionId"], episode["projectId"],
-                         episode["sensitivity"], list(view.tags)) and len(found) < limit:
+                         episode["sensitivity"], list(view.tags), "episodic") \
+                    and len(found) < limit:
                 found.append(episode)
         if len(rows) < page:
             break

@@ -110,6 +110,16 @@ def restricted_ids(odb: OrchestratorDB) -> set[str]:
         "SELECT memory_id FROM memories WHERE lower(sensitivity) = 'restricted'")}
 
 
+def other_tier_ids(odb: OrchestratorDB, tiers: Sequence[str]) -> set[str]:
+    """memoryIds of a tier not in ``tiers`` (none when ``tiers`` is empty: every tier
+    kept, or while the schema has no tier column)."""
+    if not tiers or not has_column("records", "tier"):
+        return set()
+    return {r[0] for r in odb.sql(
+        "SELECT memory_id FROM memories WHERE tier NOT IN (SELECT value FROM json_each(?))",
+        (json.dumps(list(tiers)),))}
+
+
 def rows(odb: OrchestratorDB, kind: str) -> Iterator[dict[str, Any]]:
     """Every row of ``kind`` in export order (inside the caller's ``odb.read()``)."""
     table, _, order = _KINDS[kind]

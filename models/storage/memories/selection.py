@@ -1,4 +1,4 @@
-"""Selecting memories by policy: by ids, cutoff, scope, source and tag.
+"""Selecting memories by policy: by ids, cutoff, scope, source, tag and tier.
 
 Every selector given must hold (they combine with AND); a memory matches a source
 selector when ANY of its sources (the first or a later restatement) came from that
@@ -28,11 +28,15 @@ class Selector:
     #: Canonical source path (an ingested file).
     source_path: str | None = None
     tags: tuple[str, ...] = field(default_factory=tuple)
+    #: Any of these tiers (models/core/governance_fields.py).
+    tiers: tuple[str, ...] = field(default_factory=tuple)
+    #: Of this scope (global, session, project): "every session-scoped memory".
+    scope: str | None = None
 
     def empty(self) -> bool:
         return not (self.memory_ids or self.before or self.session_id or self.project_id
                     or self.conversation_id or self.workflow_run_id or self.source_path
-                    or self.tags)
+                    or self.tags or self.tiers or self.scope)
 
     def sql(self) -> tuple[str, list[Any]]:
         """``(condition, parameters)`` over ``memories m``."""
@@ -42,7 +46,7 @@ class Selector:
             where.append("m.memory_id IN (SELECT value FROM json_each(?))")
             params.append(json.dumps(list(self.memory_ids)))
         for column, value in (("created_at <", self.before), ("session_id =", self.session_id),
-                              ("project_id =", self.project_id)):
+                              ("project_id =", self.project_id), ("scope =", self.scope)):
             if value is not None:
                 where.append(f"m.{column} ?")
                 params.append(value)
@@ -56,6 +60,9 @@ class Selector:
         for tag in self.tags:
             where.append("EXISTS (SELECT 1 FROM json_each(m.tags) WHERE value = ?)")
             params.append(tag)
+        if self.tiers:
+            where.append("m.tier IN (SELECT value FROM json_each(?))")
+            params.append(json.dumps(list(self.tiers)))
         return " AND ".join(where) or "1", params
 
 

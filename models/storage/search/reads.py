@@ -64,7 +64,7 @@ _NODES = {True: f"SELECT {_NODE_COLUMNS}{TIME_COLUMNS_SQL} FROM memories WHERE m
 #: :data:`_NODES` and the ``forgotten`` flag last (the row cache's read).
 _NODES_LIVE = {with_time: sql.replace(" FROM memories", ", forgotten FROM memories", 1)
                for with_time, sql in _NODES.items()}
-_SCOPE, _SESSION, _PROJECT, _SENSITIVITY, _TAGS = 16, 17, 18, 19, 20
+_TIER, _SCOPE, _SESSION, _PROJECT, _SENSITIVITY, _TAGS = 15, 16, 17, 18, 19, 20
 _EDGES = ("SELECT edge_id, from_memory_id, to_memory_id, edge_type, weight, reason, created_at "
           f"FROM memory_edges WHERE from_memory_id IN {_IDS} OR to_memory_id IN {_IDS} "
           "ORDER BY edge_id")
@@ -187,7 +187,7 @@ def _passing_cached(odb: OrchestratorDB, cache: row_cache.RowCache, ids: Sequenc
         row = entry[0]
         if row[STATUS] in statuses and (types is None or row[1] in types) and view.sees(
                 row[_SCOPE], row[_SESSION], row[_PROJECT], row[_SENSITIVITY],
-                json.loads(row[_TAGS]) if view.tags else []):
+                json.loads(row[_TAGS]) if view.tags else [], row[_TIER]):
             out.add(memory_id)
     return out
 
