@@ -131,6 +131,11 @@ class ContextSettings(Section):
     selector_top_n: int = Field(5, ge=0, le=100)
     step_top_n: int = Field(8, ge=0, le=100)
     diagnostics_top_n: int = Field(12, ge=0, le=100)
+    #: New memories since working.md was written after which an injection rebuilds it
+    #: first (an accepted proposal or a forget makes it stale at once).
+    working_refresh_after: int = Field(20, ge=1, le=1_000_000)
+    #: How long an injection waits for that rebuild before using the last working.md.
+    working_refresh_timeout_s: float = Field(2.0, ge=0.0, le=60.0)
 
 
 class ExecLogSettings(Section):

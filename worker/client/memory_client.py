@@ -85,6 +85,7 @@ from orchmem.worker.client.pending import PendingWrites
 from orchmem.worker.client.remote import empty_bundle, remote_recall
 from orchmem.worker.client.results import ResultReader
 from orchmem.worker.client.runlog import RunLog
+from orchmem.worker.client.working import fresh_working
 from orchmem.worker.runtime.app import OrchmemCelery, create_app, create_immediate_app
 from orchmem.worker.runtime.redis_clients import broker_client
 
@@ -234,7 +235,7 @@ class MemoryClient:
             self._catch_up(skip=env.key)
         handle = WriteHandle(self.orchestrator_id, env.key, result.id, True, _client=self,
                              _async=result)
-        if env.kind != "bulletin":
+        if env.kind not in ("bulletin", "working"):  # reads: nothing to catch up on
             self._pending.track(env.key)
         return handle
 
@@ -637,14 +638,14 @@ class MemoryClient:
         bundle = self.recall(query, top_n=top_n, view=view) if top_n else empty_bundle(
             self.orchestrator_id, query, [])
         budget = min(max_chars or limits.max_chars, limits.max_chars)
-        working_md = self.working_memory() if working else None
+        working_md, working_warnings = fresh_working(self) if working else (None, [])
         text = within_budget(relevant_memory(bundle), budget, max_tokens) \
             if format == "relevant-memory" else within_budget(render_context(
                 purpose, query, bulletin, bundle, budget,
                 with_sources=purpose == "diagnostics", working=working_md).split("\n"),
                 budget, max_tokens)
         return Context(purpose=purpose, text=text, bulletin=bulletin, bundle=bundle,
-                       warnings=[*bulletin.warnings, *bundle.warnings])
+                       warnings=[*bulletin.warnings, *bundle.warnings, *working_warnings])
 
     # -- reflection -------------------------------------------------------------
 
@@ -687,9 +688,14 @@ class MemoryClient:
         return self._review({"op": "reject", "proposalId": proposal_id,
                                               "reason": reason})
 
-    def working_memory(self) -> str | None:
-        """The text of working.md (None until the first reflection wrote it)."""
-        return read_working(self.databases.workspace(self.orchestrator_id).bulletins_dir)
+    def working_memory(self, *, refresh: bool = True) -> str | None:
+        """The text of working.md (None while there is none), rebuilt first when it is
+        stale (worker/client/working.py; a rebuild that does not come in time logs a
+        ``working_stale`` warning and the last file is returned). ``refresh=False``
+        reads the file as it is."""
+        if not refresh:
+            return read_working(self.databases.workspace(self.orchestrator_id).bulletins_dir)
+        return fresh_working(self)[0]
 
     # -- execution log ----------------------------------------------------------
 
