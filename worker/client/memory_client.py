@@ -41,7 +41,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
@@ -59,7 +59,7 @@ from orchmem.models.bulletin.compose import Bulletin, build
 from orchmem.models.bulletin.working import read as read_working
 from orchmem.models.core.payloads import check_writeback, with_default_sources
 from orchmem.models.core.shapes import MemoryNode, format_ts, utc_now, validate_with
-from orchmem.models.execlog.rules import check_log_request, check_step_events
+from orchmem.models.execlog.rules import check_log_request, check_step_events, event_id_for
 from orchmem.models.governance.edits import EDIT_ADAPTER
 from orchmem.models.governance.restricted_reads import audit_restricted_get
 from orchmem.models.recall.bundle import RecallBundle
@@ -69,6 +69,7 @@ from orchmem.models.recall.search import check_scope, recall
 from orchmem.models.reflection.review import REVIEW_ADAPTER
 from orchmem.models.storage.db.database import Databases
 from orchmem.models.storage.delivery.outbox import Outbox
+from orchmem.models.storage.execlog.entries import event_by_id
 from orchmem.models.storage.memories.rows import get_nodes
 from orchmem.models.storage.reflection.insights import list_proposals
 from orchmem.models.storage.visibility import View, make_view
@@ -84,7 +85,7 @@ from orchmem.worker.client.handles import BulletinResult, Context, WriteHandle
 from orchmem.worker.client.pending import PendingWrites
 from orchmem.worker.client.remote import empty_bundle, remote_recall
 from orchmem.worker.client.results import ResultReader
-from orchmem.worker.client.runlog import RunLog
+from orchmem.worker.client.runlog import Compensation, RunLog
 from orchmem.worker.client.working import fresh_working
 from orchmem.worker.runtime.app import OrchmemCelery, create_app, create_immediate_app
 from orchmem.worker.runtime.redis_clients import broker_client
@@ -712,8 +713,28 @@ class MemoryClient:
 
     def run(self, name: str | None = None, *, run_id: str | None = None,
             replay: bool = False, conversation_id: str | None = None,
-            session_id: str | None = None, project_id: str | None = None) -> RunLog:
-        """A run of the execution log, as a context manager (see :mod:`.runlog`)."""
-        return RunLog(self, name, run_id=run_id, replay=replay,
-                      conversation_id=conversation_id, session_id=session_id,
-                      project_id=project_id)
+            session_id: str | None = None, project_id: str | None = None,
+            allowlist: Iterable[str] | None = None,
+            compensations: Mapping[str, Compensation] | None = None) -> RunLog:
+        """A run of the execution log, as a context manager (see :mod:`.runlog`).
+        Raises MemoryValidationError naming ``allowlist`` when it is not a list of tool
+        names (logged; nothing is sent)."""
+        try:
+            return RunLog(self, name, run_id=run_id, replay=replay,
+                          conversation_id=conversation_id, session_id=session_id,
+                          project_id=project_id, allowlist=allowlist,
+                          compensations=compensations)
+        except OrchmemError as exc:
+            self._warn("run refused", exc)
+            raise
+
+    def recorded(self, key: str) -> dict[str, Any] | None:
+        """The execution-log event written under idempotency key ``key`` by any run of
+        this orchestrator, or None (also when memory cannot be read: logged)."""
+        try:
+            odb = self.databases.open(self.orchestrator_id, create=False)
+            return None if odb is None else event_by_id(
+                odb, event_id_for(self.orchestrator_id, key))
+        except OrchmemError as exc:
+            self._warn("recorded", exc)
+            return None

@@ -152,6 +152,15 @@ def as_event(row: tuple[Any, ...]) -> dict[str, Any]:
     return event
 
 
+def event_by_id(odb: OrchestratorDB, event_id: str) -> dict[str, Any] | None:
+    """One event by its eventId (the primary key), or None."""
+    if not has_log(odb):
+        return None
+    rows = odb.sql(f"SELECT {', '.join(COLUMNS)} FROM log_events WHERE event_id = ?",
+                   (event_id,))
+    return as_event(rows[0]) if rows else None
+
+
 def run_of(odb: OrchestratorDB, run_id: str) -> dict[str, Any] | None:
     """The run's row as JSON, or None."""
     if not has_log(odb):
