@@ -81,6 +81,7 @@ from orchmem.tasks.ingest import INGEST_SCAN
 from orchmem.tasks.publish import Envelope, envelope, publish, resend, send_envelope
 from orchmem.tasks.reflect import REFLECT, REVIEW
 from orchmem.tasks.writeback import WRITEBACK
+from orchmem.worker.client import checkpoints
 from orchmem.worker.client.handles import BulletinResult, Context, WriteHandle
 from orchmem.worker.client.pending import PendingWrites
 from orchmem.worker.client.remote import empty_bundle, remote_recall
@@ -715,18 +716,36 @@ class MemoryClient:
             replay: bool = False, conversation_id: str | None = None,
             session_id: str | None = None, project_id: str | None = None,
             allowlist: Iterable[str] | None = None,
-            compensations: Mapping[str, Compensation] | None = None) -> RunLog:
+            compensations: Mapping[str, Compensation] | None = None,
+            from_checkpoint: str | None = None) -> RunLog:
         """A run of the execution log, as a context manager (see :mod:`.runlog`).
-        Raises MemoryValidationError naming ``allowlist`` when it is not a list of tool
-        names (logged; nothing is sent)."""
+        ``from_checkpoint``: a new run branched from that checkpoint (its run_start
+        records it and its run; its first checkpoint has it as parent). Raises
+        MemoryValidationError naming ``allowlist`` when it is not a list of tool names,
+        and naming ``from_checkpoint`` for a checkpoint that cannot be restored
+        (ScopeViolation for another orchestrator's); logged, nothing is sent."""
         try:
+            branch = None if from_checkpoint is None else checkpoints.restore(
+                self, from_checkpoint, "from_checkpoint")
             return RunLog(self, name, run_id=run_id, replay=replay,
                           conversation_id=conversation_id, session_id=session_id,
                           project_id=project_id, allowlist=allowlist,
-                          compensations=compensations)
+                          compensations=compensations, branch_of=branch)
         except OrchmemError as exc:
             self._warn("run refused", exc)
             raise
+
+    def restore(self, checkpoint_id: str) -> dict[str, Any]:
+        """The checkpoint's metadata (``ref``: the state to load, ``schemaVersion``,
+        ``runId``, ``parentCheckpointId``, ...), its schema checked against
+        ``memory.log.checkpoint_schema_versions``: an incompatible one raises
+        MemoryValidationError naming ``checkpointId.schemaVersion`` (logged)."""
+        return checkpoints.restore(self, checkpoint_id)
+
+    def checkpoint_diff(self, a: str, b: str) -> dict[str, Any]:
+        """Two checkpoints' metadata, the fields that differ (``changed``), whether they
+        are of one run and their nearest common ancestor (``commonAncestor``)."""
+        return checkpoints.diff(self, a, b)
 
     def recorded(self, key: str) -> dict[str, Any] | None:
         """The execution-log event written under idempotency key ``key`` by any run of

@@ -73,7 +73,8 @@ class RunLog:
                  run_id: str | None = None, replay: bool = False,
                  conversation_id: str | None = None, session_id: str | None = None,
                  project_id: str | None = None, allowlist: Iterable[str] | None = None,
-                 compensations: Mapping[str, Compensation] | None = None) -> None:
+                 compensations: Mapping[str, Compensation] | None = None,
+                 branch_of: dict[str, Any] | None = None) -> None:
         #: Tool names a replay may call (None: the caller reads ``replay`` itself).
         self.allowlist = check_allowlist(allowlist)
         self.client = client
@@ -97,6 +98,10 @@ class RunLog:
         #: The tool calls this run made (side effects), oldest first, not compensated.
         self.tool_calls: list[dict[str, Any]] = []
         self._compensations: dict[str, Compensation] = dict(compensations or {})
+        #: The checkpoint this run branches from (restored and checked), or None.
+        self.branch_of = branch_of
+        #: This run's last checkpoint: the parent of its next one.
+        self._last_checkpoint = branch_of["checkpointId"] if branch_of else None
 
     def make(self, kind: str, *, step_id: str | None = None,
              idempotency_key: str | None = None, **fields: Any) -> tuple[dict[str, Any], str]:
@@ -130,7 +135,10 @@ class RunLog:
         return handle
 
     def __enter__(self) -> RunLog:
-        self.event("run_start", name=self.name, data=dict(self.placement) or None)
+        branch = {"branchOf": {"runId": self.branch_of["runId"],
+                               "checkpointId": self.branch_of["checkpointId"]}} \
+            if self.branch_of else {}
+        self.event("run_start", name=self.name, data={**self.placement, **branch} or None)
         if self.attempt is not None:
             self._replay_mode(True)
         return self
@@ -156,9 +164,13 @@ class RunLog:
 
     def checkpoint(self, ref: str, *, schema_version: int, parent_id: str | None = None,
                    step_id: str | None = None) -> str:
-        return self.event("checkpoint", step_id=step_id, checkpoint={
+        """Log a checkpoint (a pointer to state); its parent is ``parent_id``, or this
+        run's previous checkpoint (the one it branched from, for its first)."""
+        parent_id = parent_id or self._last_checkpoint
+        self._last_checkpoint = self.event("checkpoint", step_id=step_id, checkpoint={
             "ref": ref, "schemaVersion": schema_version,
             **({"parentId": parent_id} if parent_id else {})})
+        return self._last_checkpoint
 
     def recorded(self, key: str) -> dict[str, Any] | None:
         """The event logged under idempotency key ``key`` (by this run, or any run of
