@@ -149,6 +149,12 @@ class ExecLogSettings(Section):
     checkpoint_schema_versions: list[int] = Field(default_factory=lambda: [1], min_length=1)
     #: Recall warns when a projection (episodes, vectors) lags the log by more events.
     max_projection_lag: int = Field(1000, ge=0, le=10**9)
+    #: Events recorded more days ago are archived to JSONL by the daily retention job
+    #: (models/execlog/archive.py); None: the log is never archived.
+    archive_after_days: int | None = Field(None, ge=1, le=36_500)
+    #: The explicit policy that lets the archive take audit-critical events too (tool
+    #: calls, checkpoints, replay and compensation records); off, they stay in the log.
+    archive_audit_critical: bool = False
 class ReflectSettings(Section):
     """Reflection (models/reflection/stages.py): topics, crystals and the working-memory
     projection."""

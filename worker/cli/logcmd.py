@@ -12,6 +12,7 @@ import click
 from orchmem.config import MemoryValidationError
 from orchmem.models.core.shapes import check_memory_id, format_ts, parse_ts
 from orchmem.models.execlog import checkpoints
+from orchmem.models.execlog.archive import archives
 from orchmem.models.execlog.rules import check_run_id
 from orchmem.models.storage.execlog.entries import (
     event_by_id,
@@ -44,12 +45,14 @@ from orchmem.worker.cli.memory import open_existing
               help="Only the last N events (of --run when given).")
 @click.option("--tree", is_flag=True,
               help="With --run: the run's events as a tree of spans (parent/child).")
+@click.option("--archived", is_flag=True,
+              help="List the archived ranges of the log (memory/log-archive/).")
 @missing_ok_option
 @json_option
 @pass_cli
 def log(cli: Cli, orchestrator_id: str, run_id: str | None, since: str | None, limit: int,
-        cursor: int, memory_id: str | None, tail: int | None, tree: bool, missing_ok: bool,
-        as_json: bool) -> None:
+        cursor: int, memory_id: str | None, tail: int | None, tree: bool, archived: bool,
+        missing_ok: bool, as_json: bool) -> None:
     """Replay the execution log of an orchestrator in the order it was appended."""
     # A bad value, or another orchestrator's run or memory, exits with its error
     # (the group reports orchmem's errors as one line).
@@ -63,6 +66,13 @@ def log(cli: Cli, orchestrator_id: str, run_id: str | None, since: str | None, l
     since_ts = _since(since)
     odb = open_existing(cli.settings, orchestrator_id, as_json, missing_ok)
     if odb is None:
+        return
+    if archived:
+        found = archives(odb)
+        emit({"orchestratorId": orchestrator_id, "archives": found}, as_json,
+             "\n".join(f"{a['file']}: seq {a.get('firstSeq')}-{a.get('lastSeq')}, "
+                       f"{a.get('events')} events, {a.get('firstAt')} .. {a.get('lastAt')}"
+                       for a in found) or "-- no archived ranges")
         return
     if tree and run_id is not None:
         _tree(orchestrator_id, run_id, read_log(odb, run_id=run_id, limit=10_000)[0],
