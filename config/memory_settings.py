@@ -23,6 +23,9 @@ class RetrievalSettings(Section):
     """Hybrid recall: candidate list sizes, RRF constant and ranking modifiers."""
 
     top_n: int = Field(20, ge=1, le=500)
+    #: Terms of open conflict/evolves insights matching a question that recall adds to
+    #: it (models/recall/expansion.py); 0: none.
+    insight_terms: int = Field(6, ge=0, le=50)
     top_k_vector: int = Field(50, ge=1, le=5000)
     top_k_text: int = Field(50, ge=1, le=5000)
     #: RRF constant. The usual 60 (chosen for TREC runs of 1,000-document lists) lets a
@@ -136,6 +139,11 @@ class ContextSettings(Section):
     working_refresh_after: int = Field(20, ge=1, le=1_000_000)
     #: How long an injection waits for that rebuild before using the last working.md.
     working_refresh_timeout_s: float = Field(2.0, ge=0.0, le=60.0)
+    #: "always" recalls for every block; "fallback" skips recall when the caller says
+    #: its context is under pressure (``context_for(pressure=...)``), keeping the rest.
+    recall_mode: Literal["always", "fallback"] = "always"
+    #: The share of the caller's context in use from which "fallback" skips recall.
+    pressure_threshold: float = Field(0.85, ge=0.0, le=1.0)
 
 
 class ExecLogSettings(Section):

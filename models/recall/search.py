@@ -46,6 +46,7 @@ from orchmem.models.governance.restricted_reads import audit_restricted_read
 from orchmem.models.language import textquery
 from orchmem.models.language.intent import favoured_types
 from orchmem.models.recall.bundle import RecallBundle, bundle_parts
+from orchmem.models.recall.expansion import expand, with_expansion
 from orchmem.models.recall.overlap import Overlap
 from orchmem.models.recall.plans import (
     Asked,
@@ -156,6 +157,7 @@ def recall(
         return _empty(orchestrator_id, text, mode, started, "empty query")
     route = params.router if route is None else route
     searched, asked = _asked(odb, text, clock, times, latest, route)
+    searched, expanded = expand(odb, searched, view, params.insight_terms)
     search = _Search(text=searched, mode=mode, params=params, limit=limit, types=type_values,
                      within=memory_ids, view=view, statuses=asked.statuses(include_inactive),
                      asked=asked)
@@ -164,7 +166,7 @@ def recall(
     audit_restricted_read(odb, view, answer, requester or orchestrator_id, purpose, text)
     return trusted(
         RecallBundle, orchestrator_id=orchestrator_id, query=text, mode=mode, warnings=warnings,
-        plan=plan_dump(asked),
+        plan=with_expansion(plan_dump(asked), expanded),
         took_ms=round((time.perf_counter() - started) * 1000, 3), **answer)
 
 

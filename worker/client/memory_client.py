@@ -615,13 +615,16 @@ class MemoryClient:
                     bulletin: BulletinResult | None = None, *, working: bool = False,
                     session_id: str | None = None, project_id: str | None = None,
                     format: str = "orchmem", max_chars: int | None = None,
-                    max_tokens: int | None = None) -> Context:
+                    max_tokens: int | None = None, pressure: float | None = None) -> Context:
         """The bulletin and the memories relevant to ``query``, as one bounded text block.
 
         ``purpose`` is "selector" (choosing a workflow), "step" (a workflow step) or
         "diagnostics" (an investigation: more memories, with their provenance). Pass the
         message's ``bulletin`` to avoid building it twice. ``working`` adds the
         working-memory projection (working.md) as a block of its own, first.
+        ``pressure``: the share (0..1) of the caller's context already in use; with
+        ``memory.context.recall_mode = "fallback"``, at ``pressure_threshold`` or more
+        recall is skipped (said in ``warnings``) and the bulletin and working memory kept.
 
         Never raises for memory's own failures (they become ``warnings``), but raises
         ``ValueError`` for any other ``purpose``: that is a bug in the caller, not a
@@ -637,8 +640,13 @@ class MemoryClient:
         view = make_view(session_id, project_id)  # never restricted (storage/visibility.py)
         bulletin = bulletin or (self.bulletin(session_id=session_id, project_id=project_id)
                                 if format == "orchmem" else BulletinResult({}, "", "empty"))
-        bundle = self.recall(query, top_n=top_n, view=view) if top_n else empty_bundle(
-            self.orchestrator_id, query, [])
+        skip = limits.recall_mode == "fallback" and pressure is not None \
+            and pressure >= limits.pressure_threshold
+        bundle = self.recall(query, top_n=top_n, view=view) if top_n and not skip else \
+            empty_bundle(self.orchestrator_id, query, [
+                f"recall skipped under context pressure ({pressure:.2f} >= "
+                f"{limits.pressure_threshold}, memory.context.recall_mode = fallback)"]
+                if skip and pressure is not None else [])
         budget = min(max_chars or limits.max_chars, limits.max_chars)
         working_md, working_warnings = fresh_working(self) if working else (None, [])
         text = within_budget(relevant_memory(bundle), budget, max_tokens) \
