@@ -105,3 +105,23 @@ def test_the_explicit_policy_archives_audit_critical_events_too(
     assert _events(settings, orch_id, run_id) == [] and done["auditCritical"] is True
     [listed] = archives(odb)
     assert listed["policy"]["auditCritical"] is True and listed["events"] == done["archived"]
+
+
+def test_a_hard_forget_by_run_erases_that_runs_archived_texts(
+        settings: Settings, app: Any, orch_id: str) -> None:
+    memory = MemoryClient(orch_id, settings, app=app)
+    run_id, _ = _run(memory)
+    done = cli(settings, "retention", "--orch", orch_id, "--archive-log-before",
+               format_ts(utc_now()))["log"]
+    assert done["archived"] > 0
+    odb = Databases(settings, readonly=True).open(orch_id, create=False)
+    assert odb is not None
+    [listed] = archives(odb)
+    path = folder_of(odb) / listed["file"]
+    assert "Rotated." in path.read_text()
+    forgot = memory.forget_where(workflow_run_id=run_id, hard=True).wait(TIMEOUT)
+    assert forgot is not None and forgot["ok"], forgot
+    assert forgot["erased"]["archivedEvents"] >= 2
+    rows = [json.loads(line) for line in path.read_text().splitlines()[1:]]
+    assert all("text" not in r and "data" not in r for r in rows)
+    assert "Rotated." not in path.read_text() and SECRET not in path.read_text()
