@@ -72,6 +72,13 @@ class ScopeViolation(OrchmemError, PermissionError):
     code = "scope_violation"
 
 
+class ReplayRefused(OrchmemError):
+    """A run in replay mode was asked for a tool call not on its allowlist: the caller
+    must not execute it (the refusal is in the execution log)."""
+
+    code = "replay_refused"
+
+
 class MemoryNotFound(OrchmemError, LookupError):
     """Raised when an edit or a lookup names a memoryId this orchestrator does not have."""
 

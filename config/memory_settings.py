@@ -26,6 +26,9 @@ class RetrievalSettings(Section):
     """Hybrid recall: candidate list sizes, RRF constant and ranking modifiers."""
 
     top_n: int = Field(20, ge=1, le=500)
+    #: Terms of open conflict/evolves insights matching a question that recall adds to
+    #: it (models/recall/expansion.py); 0: none.
+    insight_terms: int = Field(6, ge=0, le=50)
     top_k_vector: int = Field(50, ge=1, le=5000)
     top_k_text: int = Field(50, ge=1, le=5000)
     #: RRF constant. The usual 60 (chosen for TREC runs of 1,000-document lists) lets a
@@ -154,6 +157,16 @@ class ContextSettings(Section):
     on_request_intents: list[Literal["similar_case", "entity_time", "what_happened",
                                      "profile", "semantic"]] = Field(
         ["what_happened", "similar_case"])
+    #: New memories since working.md was written after which an injection rebuilds it
+    #: first (an accepted proposal or a forget makes it stale at once).
+    working_refresh_after: int = Field(20, ge=1, le=1_000_000)
+    #: How long an injection waits for that rebuild before using the last working.md.
+    working_refresh_timeout_s: float = Field(2.0, ge=0.0, le=60.0)
+    #: "always" recalls for every block; "fallback" skips recall when the caller says
+    #: its context is under pressure (``context_for(pressure=...)``), keeping the rest.
+    recall_mode: Literal["always", "fallback"] = "always"
+    #: The share of the caller's context in use from which "fallback" skips recall.
+    pressure_threshold: float = Field(0.85, ge=0.0, le=1.0)
 
 
 class ExecLogSettings(Section):
@@ -173,6 +186,12 @@ class ExecLogSettings(Section):
     #: page, of at most ``answer_max_runs`` runs. 0 events: the log is not read.
     answer_max_events: int = Field(50, ge=0, le=1000)
     answer_max_runs: int = Field(5, ge=1, le=100)
+    #: Events recorded more days ago are archived to JSONL by the daily retention job
+    #: (models/execlog/archive.py); None: the log is never archived.
+    archive_after_days: int | None = Field(None, ge=1, le=36_500)
+    #: The explicit policy that lets the archive take audit-critical events too (tool
+    #: calls, checkpoints, replay and compensation records); off, they stay in the log.
+    archive_audit_critical: bool = False
 class ReflectSettings(Section):
     """Reflection (models/reflection/stages.py): topics, crystals and the working-memory
     projection."""

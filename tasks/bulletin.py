@@ -1,4 +1,6 @@
-"""The bulletin task: build an orchestrator's bulletin and write its snapshot files."""
+"""The bulletin task: build an orchestrator's bulletin and write its snapshot files; the
+working task: rebuild ``working.md`` when it is dirty, for an injection that found it
+stale (``MemoryClient.working_memory``)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from typing import Any
 
 from celery import shared_task
 
+from orchmem.models.bulletin import working as working_md
 from orchmem.models.bulletin.compose import SNAPSHOT_JSON, SNAPSHOT_MD, Bulletin, build
 from orchmem.models.core.shapes import format_ts, utc_now
 from orchmem.models.storage.db.database import OrchestratorDB
@@ -21,6 +24,7 @@ from orchmem.tasks.base import MemoryTask
 logger = logging.getLogger(__name__)
 
 BULLETIN = "orchmem.bulletin"
+WORKING = "orchmem.working"
 
 #: Inside :func:`snapshots_later`: the snapshot files the bulletin task left for the end
 #: of the block, the last per folder (one pool job at a time: no lock needed).
@@ -102,5 +106,24 @@ def bulletin(self: MemoryTask, orchestrator_id: str, payload: dict[str, Any]) ->
         """An orchestrator with no memory yet: an empty bulletin, and no folder made."""
         empty = Bulletin.empty(orchestrator_id, format_ts(utc_now()))
         return {"ok": True, "task": self.name, **empty.to_dict(), "text": empty.to_text()}
+
+    return self.pipeline(orchestrator_id, payload, body, absent=absent)
+
+
+@shared_task(base=MemoryTask, bind=True, name=WORKING, kind="working", tracked=False,
+             read_only=True)
+def working(self: MemoryTask, orchestrator_id: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """Rebuild ``bulletins/working.md`` when it is dirty (models/bulletin/working.py),
+    atomically under its lock; it only reads memory. Returns ``{"ok", "written",
+    "watermark", "chars"}``."""
+
+    def body(odb: OrchestratorDB, key: str) -> dict[str, Any]:
+        result = working_md.refresh(odb, utc_now())
+        odb.log.write("working_refreshed", reason=str(payload.get("reason", ""))[:200],
+                      **result)
+        return {"ok": True, "task": self.name, **result}
+
+    def absent() -> dict[str, Any]:
+        return {"ok": False, "task": self.name, "message": "no memory yet"}
 
     return self.pipeline(orchestrator_id, payload, body, absent=absent)

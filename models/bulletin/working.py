@@ -42,6 +42,7 @@ from typing import Any
 
 from orchmem.models.core.shapes import format_ts, parse_ts
 from orchmem.models.storage.db.database import OrchestratorDB
+from orchmem.models.storage.memories.events import ops_since
 from orchmem.models.storage.reflection import insights
 from orchmem.models.storage.search import bulletin_reads
 from orchmem.models.storage.visibility import DEFAULT_VIEW
@@ -132,6 +133,31 @@ def dirty(odb: OrchestratorDB, watermark: int, now: datetime) -> bool:
     """True when working.md is missing, damaged, behind ``watermark`` or a day old."""
     seen = written(path_of(odb))
     return seen is None or seen[0] != watermark or now - seen[1] >= MAX_AGE
+
+
+#: Audit ops after which working.md is stale for an injection at once: a decision that
+#: supersedes (an accepted proposal), a forget (soft or hard), an invalidation.
+STALE_AT_ONCE = ("review_accept", "supersede", "retract", "forget_hard", "invalidate")
+
+
+def stale_reason(odb: OrchestratorDB, now: datetime, new_memories: int) -> str | None:
+    """Why an injection must rebuild working.md before using it, or None when the file
+    is fresh enough: missing or damaged, a day old, an op of :data:`STALE_AT_ONCE`
+    since it was written, or at least ``new_memories`` memories created since."""
+    seen = written(path_of(odb))
+    if seen is None:
+        return "working.md is missing"
+    if now - seen[1] >= MAX_AGE:
+        return "working.md is a day old"
+    ops = ops_since(odb, seen[0])
+    changed = sorted(op for op in STALE_AT_ONCE if ops.get(op))
+    if changed:
+        return f"memory changed since working.md was written ({', '.join(changed)})"
+    created = ops.get("create", 0)
+    if created >= new_memories:
+        return (f"{created} memories were created since working.md was written "
+                f"(memory.context.working_refresh_after = {new_memories})")
+    return None
 
 
 @contextmanager

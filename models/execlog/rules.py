@@ -94,6 +94,28 @@ def check_event_id(value: str, orchestrator_id: str, where: str) -> str:
     return value
 
 
+#: Most tool names on one replay allowlist.
+MAX_ALLOWLIST = 200
+
+
+def check_allowlist(value: object, where: str = "allowlist") -> list[str] | None:
+    """A replay allowlist: None, or a list of tool names (plain text, 1-200 characters
+    each); MemoryValidationError naming ``where`` (or ``where.<n>``) otherwise."""
+    if value is None:
+        return None
+    if isinstance(value, str | bytes) or not isinstance(value, list | tuple | set | frozenset):
+        _refuse(where, f"must be a list of tool names, not {type(value).__name__}")
+    names = list(value)
+    if len(names) > MAX_ALLOWLIST:
+        _refuse(where, f"{len(names)} names; at most {MAX_ALLOWLIST}")
+    for position, name in enumerate(names):
+        if not isinstance(name, str) or not 1 <= len(name.strip()) <= 200 \
+                or CONTROL_CHARS.search(name):
+            _refuse(f"{where}.{position}", "must be a tool name: plain text of 1-200 "
+                    f"characters, not {type(name).__name__}")
+    return names
+
+
 def digest_of(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()
 
@@ -190,6 +212,8 @@ def check_log_request(payload: Any, orchestrator_id: str,
             if size > limits.max_data_chars:
                 _refuse(f"{where}.data", f"{size} characters of JSON; the limit is "
                         f"memory.log.max_data_chars ({limits.max_data_chars})")
+        if event.kind == "replay_mode" and event.data is not None:
+            check_allowlist(event.data.get("allowlist"), f"{where}.data.allowlist")
         checkpoint = event.checkpoint
         if checkpoint is not None and checkpoint.parent_id is not None:
             check_event_id(checkpoint.parent_id, orchestrator_id,

@@ -29,12 +29,14 @@ from orchmem.config import OrchmemError, StorageError
 from orchmem.models.bulletin import working
 from orchmem.models.bulletin.compose import SNAPSHOT_JSON, SNAPSHOT_MD
 from orchmem.models.core.shapes import format_ts, utc_now
+from orchmem.models.execlog import archive as log_archive
 from orchmem.models.governance import log_forget
 from orchmem.models.governance.forget_files import delete_files, processed_files_with
 from orchmem.models.storage.db.database import OrchestratorDB
 from orchmem.models.storage.delivery import deadletters, manifest
 from orchmem.models.storage.delivery.outbox import Outbox, prune_done
-from orchmem.models.storage.execlog.redaction import cited_events
+from orchmem.models.storage.execlog.archive import source_runs
+from orchmem.models.storage.execlog.redaction import cited_events, runs_of_memory
 from orchmem.models.storage.memories import rows as memories
 from orchmem.models.storage.memories.forget import (
     checkpoint_wal,
@@ -87,6 +89,13 @@ class Derived:
 
 def _dead_letters(f: Forgetting) -> None:
     f.erased["deadLetters"] = deadletters.erase_mentioning([f.content])
+
+
+def _log_archive(f: Forgetting) -> None:
+    # Before "sources": the runs its sources name are read here.
+    runs = {*source_runs(f.odb, f.memory_id), *runs_of_memory(f.odb, f.memory_id)}
+    f.erased["archivedEvents"] = log_archive.redact_archives(f.odb, runs, f.words,
+                                                             "forget_hard")
 
 
 def _sources(f: Forgetting) -> None:
@@ -199,6 +208,10 @@ def _working(odb: OrchestratorDB, erased: dict[str, Any]) -> dict[str, Any]:
 REGISTRY: tuple[Derived, ...] = (
     Derived("dead letters", "memory.db", ("dead_letters",),
             "rows whose payload holds the content are deleted", during=_dead_letters),
+    Derived("log archive", "root", (f"{log_archive.FOLDER}/log-*.jsonl",),
+            "archived events of the runs it cites or its episodes name, and those quoting "
+            "all its content words, lose their text and data (marked redacted)",
+            during=_log_archive),
     Derived("sources", "memory.db", ("memory_sources",), "deleted", during=_sources),
     Derived("vectors", "memory.db", ("memory_embeddings",),
             "the vector is deleted; every reader drops its cached matrix (the deletes "

@@ -222,7 +222,8 @@ def _forget_policy(odb: OrchestratorDB, edit: ForgetPolicy, key: str) -> dict[st
                               "dryRun": edit.dry_run}
     if edit.dry_run or not (ids or edit.hard):
         return result
-    erased: dict[str, Any] = {"deadLetters": 0, "files": [], "logEvents": 0, "episodes": 0}
+    erased: dict[str, Any] = {"deadLetters": 0, "files": [], "logEvents": 0, "episodes": 0,
+                              "archivedEvents": 0}
     for memory_id in ids:
         one = _forget(odb, Forget(op="forget", memory_id=memory_id, hard=edit.hard,
                                   reason=reason,
@@ -235,6 +236,8 @@ def _forget_policy(odb: OrchestratorDB, edit: ForgetPolicy, key: str) -> dict[st
                                          format_ts(utc_now()))
         erased["logEvents"] += logged["events"]
         erased["episodes"] += logged["episodes"]
+        erased["archivedEvents"] += log_forget.forget_archived_runs(
+            odb, edit.workflow_run_id, edit.conversation_id)
     # each memory's forget is its own audit event; memory.log gets the policy's count
     odb.log.write("forget_policy", count=len(ids), hard=edit.hard, actor=edit.actor, key=key)
     return {**result, **({"erased": erased} if edit.hard else {})}

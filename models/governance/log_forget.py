@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
+from orchmem.models.execlog.archive import redact_archives
 from orchmem.models.execlog.episodes import project_run
 from orchmem.models.language.textquery import STOPWORDS
 from orchmem.models.storage.db.database import OrchestratorDB
@@ -79,6 +80,16 @@ def forget_runs(odb: OrchestratorDB, run_id: str | None, conversation_id: str | 
     if events or rebuilt:
         redaction.merge_episode_index(odb)
     return {"events": events, "episodes": rebuilt}
+
+
+def forget_archived_runs(odb: OrchestratorDB, run_id: str | None,
+                         conversation_id: str | None) -> int:
+    """Erase the texts of the archived events (models/execlog/archive.py) of the run
+    ``run_id`` and of every run of ``conversation_id``; returns how many."""
+    if not has_log(odb) or (run_id is None and conversation_id is None):
+        return 0
+    runs = set(redaction.runs_selected(odb, run_id, conversation_id))
+    return redact_archives(odb, runs, set(), "forget_where") if runs else 0
 
 
 def _quoting(odb: OrchestratorDB, words: set[str]) -> list[str]:

@@ -48,6 +48,7 @@ from orchmem.models.governance.restricted_reads import audit_restricted_read
 from orchmem.models.language import textquery
 from orchmem.models.language.intent import favoured_types
 from orchmem.models.recall.bundle import RecallBundle, bundle_parts
+from orchmem.models.recall.expansion import expand, with_expansion
 from orchmem.models.recall.log_answer import log_answer
 from orchmem.models.recall.overlap import Overlap
 from orchmem.models.recall.plans import (
@@ -159,6 +160,7 @@ def recall(
         return _empty(orchestrator_id, text, mode, started, "empty query")
     route = params.router if route is None else route
     searched, asked = _asked(odb, text, clock, times, latest, route)
+    searched, expanded = expand(odb, searched, view, params.insight_terms)
     search = _Search(text=searched, mode=mode, params=params, limit=limit, types=type_values,
                      within=_within(odb, memory_ids, sourced), view=view,
                      statuses=asked.statuses(include_inactive), asked=asked)
@@ -168,7 +170,8 @@ def recall(
     plan = _with_log(odb, search, answer, sourced["runId"], warnings, log_after)
     return trusted(
         RecallBundle, orchestrator_id=orchestrator_id, query=text, mode=mode, warnings=warnings,
-        plan=plan, took_ms=round((time.perf_counter() - started) * 1000, 3), **answer)
+        plan=with_expansion(plan, expanded),
+        took_ms=round((time.perf_counter() - started) * 1000, 3), **answer)
 
 
 def _check_sourced(run_id: object, conversation_id: object, log_after: object

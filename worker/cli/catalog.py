@@ -21,6 +21,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                "Build and show the orchestrator's bulletin (what is sent with every message)."),
     "check": ("ops", "check", "Validate the settings, open every orchestrator's database, "
               "and look for files and folders under the root that other users could read."),
+    "checkpoint": ("logcmd", "checkpoint",
+               'Checkpoints of the execution log: show one as restore sees it, diff two.'),
     "deadletter": ("ops", "deadletter",
                'Tasks that crashed their worker max_deliveries times: list and retry them.'),
     "demo": ("ops", "demo", 'Run a scripted session of two orchestrators and print a trace.'),

@@ -127,14 +127,18 @@ def invalidate(cli: Cli, orchestrator_id: str, memory_id: str, reason: str,
 @click.command()
 @orch_option
 @click.option("--dry-run", is_flag=True, help="Count what the rules would forget.")
+@click.option("--archive-log-before", metavar="T",
+              help="Also archive the execution log's events recorded before T (ISO 8601).")
 @json_option
 @pass_cli
-def retention(cli: Cli, orchestrator_id: str, dry_run: bool, as_json: bool) -> None:
+def retention(cli: Cli, orchestrator_id: str, dry_run: bool, archive_log_before: str | None,
+              as_json: bool) -> None:
     """Apply the retention rules (memory.governance.retention) now, as beat does daily."""
+    cut = {"archiveLogBefore": archive_log_before} if archive_log_before else {}
     try:
         _, result = publish(create_app(cli.settings), RETENTION, orchestrator_id, "retention",
                             {"idempotencyKey": f"retention-cli-{uuid.uuid4().hex}",
-                             "dryRun": dry_run})
+                             "dryRun": dry_run, **cut})
     except OrchmemError as exc:
         fail(exc, as_json)
         return

@@ -1,4 +1,6 @@
-"""``orchmem log``: the execution log, chronologically, a page at a time."""
+"""``orchmem log``: the execution log, chronologically, a page at a time, its tail, or
+one run as a tree of spans; ``orchmem checkpoint``: show (restore) and diff
+checkpoints."""
 
 from __future__ import annotations
 
@@ -9,8 +11,15 @@ import click
 
 from orchmem.config import MemoryValidationError
 from orchmem.models.core.shapes import check_memory_id, format_ts, parse_ts
+from orchmem.models.execlog import checkpoints
+from orchmem.models.execlog.archive import archives
 from orchmem.models.execlog.rules import check_run_id
-from orchmem.models.storage.execlog.entries import events_of_memory, read_log
+from orchmem.models.storage.execlog.entries import (
+    event_by_id,
+    events_of_memory,
+    read_log,
+    tail_log,
+)
 from orchmem.worker.cli.common import (
     Cli,
     emit,
@@ -32,11 +41,18 @@ from orchmem.worker.cli.memory import open_existing
               help="Continue after this seq (the previous page's nextCursor).")
 @click.option("--memory", "memory_id", metavar="M",
               help="The events of the steps that produced memory M (its provenance).")
+@click.option("--tail", type=click.IntRange(1, 10_000), default=None, metavar="N",
+              help="Only the last N events (of --run when given).")
+@click.option("--tree", is_flag=True,
+              help="With --run: the run's events as a tree of spans (parent/child).")
+@click.option("--archived", is_flag=True,
+              help="List the archived ranges of the log (memory/log-archive/).")
 @missing_ok_option
 @json_option
 @pass_cli
 def log(cli: Cli, orchestrator_id: str, run_id: str | None, since: str | None, limit: int,
-        cursor: int, memory_id: str | None, missing_ok: bool, as_json: bool) -> None:
+        cursor: int, memory_id: str | None, tail: int | None, tree: bool, archived: bool,
+        missing_ok: bool, as_json: bool) -> None:
     """Replay the execution log of an orchestrator in the order it was appended."""
     # A bad value, or another orchestrator's run or memory, exits with its error
     # (the group reports orchmem's errors as one line).
@@ -44,11 +60,27 @@ def log(cli: Cli, orchestrator_id: str, run_id: str | None, since: str | None, l
         check_run_id(run_id, orchestrator_id, "--run")
     if memory_id is not None:
         check_memory_id(memory_id, orchestrator_id, "--memory")
+    if tree and run_id is None:
+        message = "--tree: needs --run R (the run whose spans to show)"
+        raise MemoryValidationError(message, [{"path": "tree", "message": message}])
     since_ts = _since(since)
     odb = open_existing(cli.settings, orchestrator_id, as_json, missing_ok)
     if odb is None:
         return
-    if memory_id is not None:
+    if archived:
+        found = archives(odb)
+        emit({"orchestratorId": orchestrator_id, "archives": found}, as_json,
+             "\n".join(f"{a['file']}: seq {a.get('firstSeq')}-{a.get('lastSeq')}, "
+                       f"{a.get('events')} events, {a.get('firstAt')} .. {a.get('lastAt')}"
+                       for a in found) or "-- no archived ranges")
+        return
+    if tree and run_id is not None:
+        _tree(orchestrator_id, run_id, read_log(odb, run_id=run_id, limit=10_000)[0],
+              as_json)
+        return
+    if tail is not None:
+        events, next_cursor = tail_log(odb, tail, run_id), None
+    elif memory_id is not None:
         events, next_cursor = events_of_memory(odb, memory_id), None
     else:
         events, next_cursor = read_log(odb, run_id=run_id, since=since_ts, after=cursor,
@@ -57,6 +89,62 @@ def log(cli: Cli, orchestrator_id: str, run_id: str | None, since: str | None, l
     emit(data, as_json, "\n".join([*(_line(e) for e in events),
                                    f"-- next page: --cursor {next_cursor}" if next_cursor
                                    else f"-- {len(events)} events, end of log"]))
+
+
+def _tree(orchestrator_id: str, run_id: str, events: list[dict[str, Any]],
+          as_json: bool) -> None:
+    roots = checkpoints.tree(events)
+    lines: list[str] = []
+
+    def walk(nodes: list[dict[str, Any]], depth: int) -> None:
+        for node in nodes:
+            lines.append("  " * depth + _line({k: v for k, v in node.items()
+                                               if k != "children"}))
+            walk(node["children"], depth + 1)
+
+    walk(roots, 0)
+    emit({"orchestratorId": orchestrator_id, "runId": run_id, "tree": roots}, as_json,
+         "\n".join(lines) or f"-- no events of {run_id}")
+
+
+@click.group("checkpoint")
+def checkpoint() -> None:
+    """Checkpoints of the execution log: show one as restore sees it, diff two."""
+
+
+@checkpoint.command("show")
+@orch_option
+@click.argument("checkpoint_id")
+@json_option
+@pass_cli
+def show(cli: Cli, orchestrator_id: str, checkpoint_id: str, as_json: bool) -> None:
+    """Show CHECKPOINT_ID's metadata, checked as a restore checks it (schema version)."""
+    odb = open_existing(cli.settings, orchestrator_id, as_json)
+    if odb is None:
+        return
+    found = checkpoints.find(lambda e: event_by_id(odb, e), checkpoint_id, orchestrator_id,
+                             "CHECKPOINT_ID")
+    checked = checkpoints.check_restorable(found, odb.memory.log, "CHECKPOINT_ID")
+    emit(checked, as_json, "\n".join(f"{k}: {v}" for k, v in checked.items()))
+
+
+@checkpoint.command("diff")
+@orch_option
+@click.argument("a")
+@click.argument("b")
+@json_option
+@pass_cli
+def diff(cli: Cli, orchestrator_id: str, a: str, b: str, as_json: bool) -> None:
+    """Compare the metadata of checkpoints A and B (and find their common ancestor)."""
+    odb = open_existing(cli.settings, orchestrator_id, as_json)
+    if odb is None:
+        return
+    read = lambda e: event_by_id(odb, e)  # noqa: E731
+    result = checkpoints.diff(read, checkpoints.find(read, a, orchestrator_id, "A"),
+                              checkpoints.find(read, b, orchestrator_id, "B"))
+    emit(result, as_json, "\n".join([*(f"{k}: {v[0]} -> {v[1]}"
+                                       for k, v in result["changed"].items()),
+                                     f"common ancestor: {result['commonAncestor']}"]))
 
 
 def _since(value: str | None) -> str | None:
@@ -86,4 +174,4 @@ def _line(event: dict[str, Any]) -> str:
             f"{' [redacted]' if 'redacted' in event else ''}").rstrip()
 
 
-COMMANDS = [log]
+COMMANDS = [log, checkpoint]

@@ -41,7 +41,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
@@ -59,7 +59,7 @@ from orchmem.models.bulletin.compose import Bulletin, build
 from orchmem.models.bulletin.working import read as read_working
 from orchmem.models.core.payloads import check_writeback, with_default_sources
 from orchmem.models.core.shapes import MemoryNode, format_ts, utc_now, validate_with
-from orchmem.models.execlog.rules import check_log_request, check_step_events
+from orchmem.models.execlog.rules import check_log_request, check_step_events, event_id_for
 from orchmem.models.governance.edits import EDIT_ADAPTER
 from orchmem.models.governance.restricted_reads import audit_restricted_get
 from orchmem.models.recall.bundle import RecallBundle
@@ -75,6 +75,7 @@ from orchmem.models.recall.search import (
 from orchmem.models.reflection.review import REVIEW_ADAPTER
 from orchmem.models.storage.db.database import Databases
 from orchmem.models.storage.delivery.outbox import Outbox
+from orchmem.models.storage.execlog.entries import event_by_id
 from orchmem.models.storage.memories.rows import get_nodes, list_memories
 from orchmem.models.storage.reflection.insights import list_proposals
 from orchmem.models.storage.visibility import View, check_tiers, make_view
@@ -86,11 +87,13 @@ from orchmem.tasks.ingest import INGEST_SCAN
 from orchmem.tasks.publish import Envelope, envelope, publish, resend, send_envelope
 from orchmem.tasks.reflect import REFLECT, REVIEW
 from orchmem.tasks.writeback import WRITEBACK
+from orchmem.worker.client import checkpoints
 from orchmem.worker.client.handles import BulletinResult, Context, WriteHandle
 from orchmem.worker.client.pending import PendingWrites
 from orchmem.worker.client.remote import empty_bundle, remote_recall
 from orchmem.worker.client.results import ResultReader
-from orchmem.worker.client.runlog import RunLog
+from orchmem.worker.client.runlog import Compensation, RunLog
+from orchmem.worker.client.working import fresh_working
 from orchmem.worker.runtime.app import OrchmemCelery, create_app, create_immediate_app
 from orchmem.worker.runtime.redis_clients import broker_client
 
@@ -240,7 +243,7 @@ class MemoryClient:
             self._catch_up(skip=env.key)
         handle = WriteHandle(self.orchestrator_id, env.key, result.id, True, _client=self,
                              _async=result)
-        if env.kind != "bulletin":
+        if env.kind not in ("bulletin", "working"):  # reads: nothing to catch up on
             self._pending.track(env.key)
         return handle
 
@@ -629,7 +632,8 @@ class MemoryClient:
                     bulletin: BulletinResult | None = None, *, working: bool = False,
                     session_id: str | None = None, project_id: str | None = None,
                     format: str = "orchmem", max_chars: int | None = None,
-                    max_tokens: int | None = None, episodic: bool | None = None) -> Context:
+                    max_tokens: int | None = None, episodic: bool | None = None,
+                    pressure: float | None = None) -> Context:
         """The bulletin and the memories relevant to ``query``, as one bounded text block.
 
         Injection by tier (models/recall/injection.py, ``memory.context.*``): the
@@ -642,6 +646,9 @@ class MemoryClient:
         "diagnostics" (an investigation: more memories, with their provenance). Pass the
         message's ``bulletin`` to avoid building it twice. ``working`` adds the
         working-memory projection (working.md) as a block of its own, first.
+        ``pressure``: the share (0..1) of the caller's context already in use; with
+        ``memory.context.recall_mode = "fallback"``, at ``pressure_threshold`` or more
+        recall is skipped (said in ``warnings``) and the bulletin and working memory kept.
 
         Never raises for memory's own failures (they become ``warnings``), but raises
         ``ValueError`` for any other ``purpose``: that is a bug in the caller, not a
@@ -658,19 +665,19 @@ class MemoryClient:
         bulletin = bulletin or (self.bulletin(session_id=session_id, project_id=project_id)
                                 if format == "orchmem" else BulletinResult({}, "", "empty"))
         tiers = injection(limits, query, episodic, utc_now())
-        bundle = self.recall(query, top_n=top_n, view=replace(view, tiers=tiers.recalled)) \
-            if top_n else empty_bundle(self.orchestrator_id, query, [])
+        bundle = self._context_recall(query, top_n, replace(view, tiers=tiers.recalled),
+                                      pressure)
         always = self._always(view) if format == "orchmem" else []
         budget = min(max_chars or limits.max_chars, limits.max_chars)
-        working_md = self.working_memory() if working else None
+        working_md, working_warnings = fresh_working(self) if working else (None, [])
         text = within_budget(relevant_memory(bundle), budget, max_tokens) \
             if format == "relevant-memory" else within_budget(render_context(
                 purpose, query, bulletin, bundle, budget,
                 with_sources=purpose == "diagnostics", working=working_md,
                 always=always).split("\n"), budget, max_tokens)
         return Context(purpose=purpose, text=text, bulletin=bulletin, bundle=bundle,
-                       warnings=[*bulletin.warnings, *bundle.warnings], always=always,
-                       tiers=tiers.recalled, tiers_reason=tiers.reason)
+                       warnings=[*bulletin.warnings, *bundle.warnings, *working_warnings],
+                       always=always, tiers=tiers.recalled, tiers_reason=tiers.reason)
 
     def _always(self, view: View) -> list[MemoryNode]:
         """The always-injected tiers' active memories ``view`` sees, newest first, at
@@ -686,6 +693,20 @@ class MemoryClient:
         except OrchmemError as exc:
             self._warn("context", exc)
             return []
+
+    def _context_recall(self, query: str, top_n: int, view: View,
+                        pressure: float | None) -> RecallBundle:
+        """The recall of a context block: none when ``top_n`` is 0, nor under context
+        pressure with ``memory.context.recall_mode = "fallback"`` (said in its warnings)."""
+        limits = self.memory.context
+        skip = limits.recall_mode == "fallback" and pressure is not None \
+            and pressure >= limits.pressure_threshold
+        if top_n and not skip:
+            return self.recall(query, top_n=top_n, view=view)
+        return empty_bundle(self.orchestrator_id, query, [
+            f"recall skipped under context pressure ({pressure:.2f} >= "
+            f"{limits.pressure_threshold}, memory.context.recall_mode = fallback)"]
+            if skip and pressure is not None else [])
 
     # -- reflection -------------------------------------------------------------
 
@@ -728,9 +749,14 @@ class MemoryClient:
         return self._review({"op": "reject", "proposalId": proposal_id,
                                               "reason": reason})
 
-    def working_memory(self) -> str | None:
-        """The text of working.md (None until the first reflection wrote it)."""
-        return read_working(self.databases.workspace(self.orchestrator_id).bulletins_dir)
+    def working_memory(self, *, refresh: bool = True) -> str | None:
+        """The text of working.md (None while there is none), rebuilt first when it is
+        stale (worker/client/working.py; a rebuild that does not come in time logs a
+        ``working_stale`` warning and the last file is returned). ``refresh=False``
+        reads the file as it is."""
+        if not refresh:
+            return read_working(self.databases.workspace(self.orchestrator_id).bulletins_dir)
+        return fresh_working(self)[0]
 
     # -- execution log ----------------------------------------------------------
 
@@ -747,11 +773,49 @@ class MemoryClient:
 
     def run(self, name: str | None = None, *, run_id: str | None = None,
             replay: bool = False, conversation_id: str | None = None,
-            session_id: str | None = None, project_id: str | None = None) -> RunLog:
-        """A run of the execution log, as a context manager (see :mod:`.runlog`)."""
-        return RunLog(self, name, run_id=run_id, replay=replay,
-                      conversation_id=conversation_id, session_id=session_id,
-                      project_id=project_id)
+            session_id: str | None = None, project_id: str | None = None,
+            allowlist: Iterable[str] | None = None,
+            compensations: Mapping[str, Compensation] | None = None,
+            from_checkpoint: str | None = None) -> RunLog:
+        """A run of the execution log, as a context manager (see :mod:`.runlog`).
+        ``from_checkpoint``: a new run branched from that checkpoint (its run_start
+        records it and its run; its first checkpoint has it as parent). Raises
+        MemoryValidationError naming ``allowlist`` when it is not a list of tool names,
+        and naming ``from_checkpoint`` for a checkpoint that cannot be restored
+        (ScopeViolation for another orchestrator's); logged, nothing is sent."""
+        try:
+            branch = None if from_checkpoint is None else checkpoints.restore(
+                self, from_checkpoint, "from_checkpoint")
+            return RunLog(self, name, run_id=run_id, replay=replay,
+                          conversation_id=conversation_id, session_id=session_id,
+                          project_id=project_id, allowlist=allowlist,
+                          compensations=compensations, branch_of=branch)
+        except OrchmemError as exc:
+            self._warn("run refused", exc)
+            raise
+
+    def restore(self, checkpoint_id: str) -> dict[str, Any]:
+        """The checkpoint's metadata (``ref``: the state to load, ``schemaVersion``,
+        ``runId``, ``parentCheckpointId``, ...), its schema checked against
+        ``memory.log.checkpoint_schema_versions``: an incompatible one raises
+        MemoryValidationError naming ``checkpointId.schemaVersion`` (logged)."""
+        return checkpoints.restore(self, checkpoint_id)
+
+    def checkpoint_diff(self, a: str, b: str) -> dict[str, Any]:
+        """Two checkpoints' metadata, the fields that differ (``changed``), whether they
+        are of one run and their nearest common ancestor (``commonAncestor``)."""
+        return checkpoints.diff(self, a, b)
+
+    def recorded(self, key: str) -> dict[str, Any] | None:
+        """The execution-log event written under idempotency key ``key`` by any run of
+        this orchestrator, or None (also when memory cannot be read: logged)."""
+        try:
+            odb = self.databases.open(self.orchestrator_id, create=False)
+            return None if odb is None else event_by_id(
+                odb, event_id_for(self.orchestrator_id, key))
+        except OrchmemError as exc:
+            self._warn("recorded", exc)
+            return None
 
 
 def _recall_view(view: View | None, session_id: str | None, project_id: str | None,

@@ -27,6 +27,15 @@ Only a step used as a context manager holds: a step's call outside a ``with`` bl
 sends its event at once, and the run's end sends what a step entered but not left
 still holds, before ``run_end``: no event is dropped.
 
+Replay safety (seed 003): ``run.recorded(key)`` is the event already logged under an
+idempotency key (by this run or any earlier run of the orchestrator), or None, so a
+side effect is made once; a run in replay mode with an ``allowlist`` refuses a tool call
+whose name is not on it (:class:`~orchmem.config.ReplayRefused`, the refusal logged as a
+``tool_call`` event with status ``refused``); compensation hooks registered per tool
+(``compensations=`` or :meth:`RunLog.on_compensate`) undo the run's tool calls, newest
+first, when the run fails or is rolled back (:meth:`RunLog.rollback`), each one logged
+as a ``compensation`` event citing its tool call.
+
 A step's write-back names the run and the step in its memories' provenance
 (``workflowRunId``/``stepId``), which is how a memory cites its log events
 (``orchmem log --memory``). A run in replay mode marks every event ``replay``: the
@@ -39,10 +48,18 @@ or project's recalls see.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from orchmem.models.execlog.rules import digest_of, event_id_for, first_sentence_of, new_run_id
+from orchmem.config import ReplayRefused
+from orchmem.models.execlog.rules import (
+    check_allowlist,
+    digest_of,
+    event_id_for,
+    first_sentence_of,
+    new_run_id,
+)
 from orchmem.worker.client.handles import WriteHandle
 
 if TYPE_CHECKING:
@@ -55,7 +72,11 @@ class RunLog:
     def __init__(self, client: MemoryClient, name: str | None = None, *,
                  run_id: str | None = None, replay: bool = False,
                  conversation_id: str | None = None, session_id: str | None = None,
-                 project_id: str | None = None) -> None:
+                 project_id: str | None = None, allowlist: Iterable[str] | None = None,
+                 compensations: Mapping[str, Compensation] | None = None,
+                 branch_of: dict[str, Any] | None = None) -> None:
+        #: Tool names a replay may call (None: the caller reads ``replay`` itself).
+        self.allowlist = check_allowlist(allowlist)
         self.client = client
         self.name = name
         self.run_id = run_id or new_run_id(client.orchestrator_id)
@@ -71,6 +92,16 @@ class RunLog:
         self.handles: list[WriteHandle] = []
         #: The steps of this run, whose held events its end sends.
         self._steps: list[StepLog] = []
+        #: Events made under a given idempotency key, found by :meth:`recorded` before
+        #: the worker has written them.
+        self._made: dict[str, dict[str, Any]] = {}
+        #: The tool calls this run made (side effects), oldest first, not compensated.
+        self.tool_calls: list[dict[str, Any]] = []
+        self._compensations: dict[str, Compensation] = dict(compensations or {})
+        #: The checkpoint this run branches from (restored and checked), or None.
+        self.branch_of = branch_of
+        #: This run's last checkpoint: the parent of its next one.
+        self._last_checkpoint = branch_of["checkpointId"] if branch_of else None
 
     def make(self, kind: str, *, step_id: str | None = None,
              idempotency_key: str | None = None, **fields: Any) -> tuple[dict[str, Any], str]:
@@ -83,7 +114,10 @@ class RunLog:
         event = {"runId": self.run_id, "kind": kind, "idempotencyKey": key,
                  "replay": self.replay, **({"stepId": step_id} if step_id else {}),
                  **{_camel(k): v for k, v in fields.items() if v is not None}}
-        return event, event_id_for(self.client.orchestrator_id, key)
+        event_id = event_id_for(self.client.orchestrator_id, key)
+        if idempotency_key:
+            self._made[idempotency_key] = {**event, "eventId": event_id}
+        return event, event_id
 
     def event(self, kind: str, *, step_id: str | None = None,
               idempotency_key: str | None = None, **fields: Any) -> str:
@@ -101,7 +135,10 @@ class RunLog:
         return handle
 
     def __enter__(self) -> RunLog:
-        self.event("run_start", name=self.name, data=dict(self.placement) or None)
+        branch = {"branchOf": {"runId": self.branch_of["runId"],
+                               "checkpointId": self.branch_of["checkpointId"]}} \
+            if self.branch_of else {}
+        self.event("run_start", name=self.name, data={**self.placement, **branch} or None)
         if self.attempt is not None:
             self._replay_mode(True)
         return self
@@ -110,6 +147,8 @@ class RunLog:
                  tb: TracebackType | None) -> None:
         for step in self._steps:  # a step entered and never left: its events still go
             step.flush()
+        if exc is not None and self.tool_calls:
+            self.rollback(f"{type(exc).__name__}: {exc}")
         if exc is None:
             self.event("run_end", status="ok")
         else:
@@ -125,9 +164,52 @@ class RunLog:
 
     def checkpoint(self, ref: str, *, schema_version: int, parent_id: str | None = None,
                    step_id: str | None = None) -> str:
-        return self.event("checkpoint", step_id=step_id, checkpoint={
+        """Log a checkpoint (a pointer to state); its parent is ``parent_id``, or this
+        run's previous checkpoint (the one it branched from, for its first)."""
+        parent_id = parent_id or self._last_checkpoint
+        self._last_checkpoint = self.event("checkpoint", step_id=step_id, checkpoint={
             "ref": ref, "schemaVersion": schema_version,
             **({"parentId": parent_id} if parent_id else {})})
+        return self._last_checkpoint
+
+    def recorded(self, key: str) -> dict[str, Any] | None:
+        """The event logged under idempotency key ``key`` (by this run, or any run of
+        this orchestrator before it), or None: ask before a side effect, and skip it
+        when it is recorded. This run's own events count from when they are made."""
+        found = self.client.recorded(key)
+        if found is not None:
+            return found
+        made = self._made.get(key)
+        return None if made is None else {**made, "pending": True}
+
+    def allows(self, tool: str) -> bool:
+        """Whether this run may call ``tool`` now: always outside replay mode or without
+        an allowlist; in replay mode with one, only the tools it names."""
+        return not self.replay or self.allowlist is None or tool in self.allowlist
+
+    def on_compensate(self, tool: str, hook: Compensation) -> None:
+        """Register ``hook(tool_call_event)``: it undoes a call of ``tool`` when this run
+        fails or is rolled back."""
+        self._compensations[tool] = hook
+
+    def rollback(self, reason: str = "rolled back") -> list[str]:
+        """Run the compensation hook of every tool call this run made, newest first, and
+        log each one (``compensation``: status ``ok`` or ``error``, its parentId the tool
+        call); a call without a hook is logged as ``skipped``. Returns their eventIds."""
+        done: list[str] = []
+        calls, self.tool_calls = self.tool_calls, []
+        for call in reversed(calls):
+            hook = self._compensations.get(call["name"])
+            status, text = ("skipped", "no compensation hook") if hook is None else ("ok", None)
+            if hook is not None:
+                try:
+                    hook(call)
+                except Exception as exc:  # a failing hook is logged; the others still run
+                    status, text = "error", first_sentence_of(f"{type(exc).__name__}: {exc}")
+            done.append(self.event("compensation", name=call["name"], status=status,
+                                   parent_id=call["eventId"], text=text,
+                                   data={"reason": first_sentence_of(reason, 200)}))
+        return done
 
     def outcome(self, status: str, text: str | None = None) -> str:
         return self.event("outcome", status=status, text=text)
@@ -141,8 +223,10 @@ class RunLog:
         return self._replay_mode(replay)
 
     def _replay_mode(self, on: bool) -> str:
+        data = {"attempt": self.attempt, **({"allowlist": self.allowlist}
+                                            if self.allowlist is not None else {})}
         return self.event("replay_mode", status="on" if on else "off",
-                          data={"attempt": self.attempt} if on else None)
+                          data=data if on else None)
 
     def wait(self, timeout: float = 30.0) -> list[dict[str, Any] | None]:
         """Wait for every event of this run so far to be written; their results."""
@@ -188,6 +272,10 @@ class StepLog:
     def _event(self, kind: str, **fields: Any) -> str:
         return self._hold(kind, parent_id=self.event_id, **fields)
 
+    def _made(self, event_id: str, **fields: Any) -> dict[str, Any]:
+        return {"eventId": event_id, "runId": self.run.run_id, "stepId": self.step_id,
+                **{k: v for k, v in fields.items() if v is not None}}
+
     def prompt(self, text: str, *, actor: str | None = None, keep_text: bool = True) -> str:
         return self._text("prompt", text, actor, keep_text)
 
@@ -202,8 +290,20 @@ class StepLog:
     def tool_call(self, name: str, *, data: dict[str, Any] | None = None,
                   status: str | None = None, idempotency_key: str | None = None,
                   actor: str | None = None) -> str:
-        return self._event("tool_call", name=name, data=data, status=status, actor=actor,
-                           idempotency_key=idempotency_key)
+        """Log a tool call (a side effect) before or as it is made; its eventId. In
+        replay mode, a tool not on the run's allowlist is refused: the refusal is logged
+        and :class:`~orchmem.config.ReplayRefused` raised (do not execute it)."""
+        if not self.run.allows(name):
+            self._event("tool_call", name=name, status="refused", actor=actor,
+                        data={"refused": "not on the replay allowlist"})
+            self.flush()  # the refusal is in the log even if the caller stops here
+            raise ReplayRefused(f"tool call {name[:80]!r} refused in replay mode: it is not "
+                                "on the run's allowlist; do not execute it")
+        event_id = self._event("tool_call", name=name, data=data, status=status,
+                               actor=actor, idempotency_key=idempotency_key)
+        self.run.tool_calls.append(self._made(event_id, name=name, data=data,
+                                              idempotencyKey=idempotency_key))
+        return event_id
 
     def write_back(self, **kwargs: Any) -> WriteHandle:
         """``memory.write_back`` whose memories cite this run and step (a
@@ -230,6 +330,11 @@ class StepLog:
             if not handle.ok and not handle.outboxed:
                 self.run.send(held)  # what happened is logged even if the write was refused
         return handle
+
+
+#: A compensation hook: called with the tool call's event (eventId, runId, stepId, name,
+#: data, idempotencyKey) to undo its side effect.
+Compensation = Callable[[dict[str, Any]], object]
 
 
 def _camel(name: str) -> str:

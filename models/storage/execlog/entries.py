@@ -134,6 +134,18 @@ def read_log(odb: OrchestratorDB, *, run_id: str | None = None, since: str | Non
     return events, cursor
 
 
+def tail_log(odb: OrchestratorDB, count: int, run_id: str | None = None
+             ) -> list[dict[str, Any]]:
+    """The last ``count`` events (of one run), in append order: one index range read
+    backwards from the end."""
+    if not has_log(odb):
+        return []
+    where, params = ("WHERE run_id = ?", [run_id]) if run_id is not None else ("", [])
+    rows = odb.sql(f"SELECT {', '.join(COLUMNS)} FROM log_events {where} "
+                   "ORDER BY seq DESC LIMIT ?", (*params, count))
+    return [as_event(row) for row in reversed(rows)]
+
+
 def as_event(row: tuple[Any, ...]) -> dict[str, Any]:
     """One row as the camelCase JSON the CLI and the API show."""
     names = ("seq", "eventId", "idempotencyKey", "runId", "stepId", "spanId", "parentId",
@@ -150,6 +162,15 @@ def as_event(row: tuple[Any, ...]) -> dict[str, Any]:
                 del event["data"]
     event["replay"] = bool(row[17])
     return event
+
+
+def event_by_id(odb: OrchestratorDB, event_id: str) -> dict[str, Any] | None:
+    """One event by its eventId (the primary key), or None."""
+    if not has_log(odb):
+        return None
+    rows = odb.sql(f"SELECT {', '.join(COLUMNS)} FROM log_events WHERE event_id = ?",
+                   (event_id,))
+    return as_event(rows[0]) if rows else None
 
 
 def run_of(odb: OrchestratorDB, run_id: str) -> dict[str, Any] | None:

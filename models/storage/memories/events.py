@@ -75,3 +75,11 @@ def bump_meta(key: str) -> int:
 def watermark(odb: OrchestratorDB) -> int:
     """The id of the last audit event: what a bulletin snapshot says it reflects."""
     return int(odb.meta(META_EVENT_WATERMARK) or 0)
+
+
+def ops_since(odb: OrchestratorDB, after: int, limit: int = 10_000) -> dict[str, int]:
+    """How many audit events of each op follow event ``after`` (at most ``limit`` read,
+    one range of the primary key): what working.md's freshness check counts."""
+    rows = odb.sql("SELECT op, count(*) FROM (SELECT op FROM memory_events WHERE id > ? "
+                   "ORDER BY id LIMIT ?) GROUP BY op", (after, limit))
+    return {str(op): int(count) for op, count in rows}
