@@ -63,9 +63,6 @@ from orchmem.models.execlog.rules import check_log_request, check_step_events, e
 from orchmem.models.governance.edits import EDIT_ADAPTER
 from orchmem.models.governance.restricted_reads import audit_restricted_get
 from orchmem.models.recall.bundle import RecallBundle
-from orchmem.models.recall.context import render_context
-from orchmem.models.recall.context_budget import relevant_memory, within_budget
-from orchmem.models.recall.injection import injection
 from orchmem.models.recall.search import (
     check_log_after,
     check_scope,
@@ -76,7 +73,7 @@ from orchmem.models.reflection.review import REVIEW_ADAPTER
 from orchmem.models.storage.db.database import Databases
 from orchmem.models.storage.delivery.outbox import Outbox
 from orchmem.models.storage.execlog.entries import event_by_id
-from orchmem.models.storage.memories.rows import get_nodes, list_memories
+from orchmem.models.storage.memories.rows import get_nodes
 from orchmem.models.storage.reflection.insights import list_proposals
 from orchmem.models.storage.visibility import View, check_tiers, make_view
 from orchmem.models.workspace.memlog import MemoryLog
@@ -88,6 +85,7 @@ from orchmem.tasks.publish import Envelope, envelope, publish, resend, send_enve
 from orchmem.tasks.reflect import REFLECT, REVIEW
 from orchmem.tasks.writeback import WRITEBACK
 from orchmem.worker.client import checkpoints
+from orchmem.worker.client.context import build_context
 from orchmem.worker.client.handles import BulletinResult, Context, WriteHandle
 from orchmem.worker.client.pending import PendingWrites
 from orchmem.worker.client.remote import empty_bundle, remote_recall
@@ -654,59 +652,10 @@ class MemoryClient:
         ``ValueError`` for any other ``purpose``: that is a bug in the caller, not a
         condition to degrade around.
         """
-        limits = self.memory.context
-        top_n = {"selector": limits.selector_top_n, "step": limits.step_top_n,
-                 "diagnostics": limits.diagnostics_top_n}.get(purpose)
-        if top_n is None:
-            raise ValueError(f"purpose must be selector, step or diagnostics, not {purpose!r}")
-        if format not in ("orchmem", "relevant-memory"):
-            raise ValueError(f"format must be orchmem or relevant-memory, not {format!r}")
-        view = make_view(session_id, project_id)  # never restricted (storage/visibility.py)
-        bulletin = bulletin or (self.bulletin(session_id=session_id, project_id=project_id)
-                                if format == "orchmem" else BulletinResult({}, "", "empty"))
-        tiers = injection(limits, query, episodic, utc_now())
-        bundle = self._context_recall(query, top_n, replace(view, tiers=tiers.recalled),
-                                      pressure)
-        always = self._always(view) if format == "orchmem" else []
-        budget = min(max_chars or limits.max_chars, limits.max_chars)
-        working_md, working_warnings = fresh_working(self) if working else (None, [])
-        text = within_budget(relevant_memory(bundle), budget, max_tokens) \
-            if format == "relevant-memory" else within_budget(render_context(
-                purpose, query, bulletin, bundle, budget,
-                with_sources=purpose == "diagnostics", working=working_md,
-                always=always).split("\n"), budget, max_tokens)
-        return Context(purpose=purpose, text=text, bulletin=bulletin, bundle=bundle,
-                       warnings=[*bulletin.warnings, *bundle.warnings, *working_warnings],
-                       always=always, tiers=tiers.recalled, tiers_reason=tiers.reason)
-
-    def _always(self, view: View) -> list[MemoryNode]:
-        """The always-injected tiers' active memories ``view`` sees, newest first, at
-        most ``memory.context.always_max`` (empty, logged, when memory cannot be read)."""
-        limits = self.memory.context
-        if not limits.always_tiers or not limits.always_max:
-            return []
-        try:
-            odb = self.databases.open(self.orchestrator_id, create=False)
-            return [] if odb is None else list_memories(
-                odb, limit=limits.always_max,
-                view=replace(view, tiers=tuple(dict.fromkeys(limits.always_tiers))))
-        except OrchmemError as exc:
-            self._warn("context", exc)
-            return []
-
-    def _context_recall(self, query: str, top_n: int, view: View,
-                        pressure: float | None) -> RecallBundle:
-        """The recall of a context block: none when ``top_n`` is 0, nor under context
-        pressure with ``memory.context.recall_mode = "fallback"`` (said in its warnings)."""
-        limits = self.memory.context
-        skip = limits.recall_mode == "fallback" and pressure is not None \
-            and pressure >= limits.pressure_threshold
-        if top_n and not skip:
-            return self.recall(query, top_n=top_n, view=view)
-        return empty_bundle(self.orchestrator_id, query, [
-            f"recall skipped under context pressure ({pressure:.2f} >= "
-            f"{limits.pressure_threshold}, memory.context.recall_mode = fallback)"]
-            if skip and pressure is not None else [])
+        return build_context(self, purpose, query, bulletin, working=working,
+                             view=make_view(session_id, project_id), format=format,
+                             max_chars=max_chars, max_tokens=max_tokens, episodic=episodic,
+                             pressure=pressure)
 
     # -- reflection -------------------------------------------------------------
 
