@@ -192,6 +192,75 @@ def test_an_http_request_with_traceparent_continues_the_callers_trace(
     _child(spans, get, "orchmem.recall")
 
 
+def test_a_collector_that_is_down_fails_no_write_and_no_recall(tmp_path: Path) -> None:
+    # Its own process: telemetry is configured once per process, here towards a port
+    # where nothing listens, with a queue so small that spans must be dropped.
+    from telemetry_probe import run_with_dead_collector
+
+    outcome = run_with_dead_collector(tmp_path)
+    assert outcome.returncode == 0, outcome.stderr[-3000:]
+    assert "wrote ok, recalled 1" in outcome.stdout
+    assert "Queue full, dropping Span" in outcome.stderr  # the SDK's warning
+
+
+async def _mcp_calls(url: str, headers: dict[str, str], text: str) -> None:
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    async with httpx2.AsyncClient(headers=headers, timeout=60) as http, \
+            Client(streamable_http_client(url, http_client=http)) as client:
+        remembered = await client.call_tool("remember", {"content": text})
+        assert not remembered.is_error, remembered.content
+        recalled = await client.call_tool("recall", {"query": "which editor?"})
+        assert not recalled.is_error, recalled.content
+
+
+def test_an_mcp_tool_call_with_traceparent_continues_the_callers_trace(
+        traced: Traced) -> None:
+    import threading
+
+    import anyio
+    import uvicorn
+    from orchmem_testing import free_port
+
+    from orchmem.models.workspace.folders import Workspace
+    from orchmem.worker.api.tokens import TokenStore
+    from orchmem.worker.mcp.http import mcp_http_app
+
+    store = TokenStore(traced.settings)
+    Workspace.for_orchestrator(traced.settings, "otel-mcp").ensure()
+    token, _ = store.create("otel-mcp")
+    app, _ = mcp_http_app(traced.settings, "otel-mcp", store=store)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(),
+                                           log_level="warning", access_log=False))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    trace_id, parent_id = uuid.uuid4().hex, uuid.uuid4().hex[:16]
+    text = f"The favourite editor of user {uuid.uuid4().hex[:8]} is Helix"
+    traced.secrets.append(text)
+    try:
+        while not server.started:
+            anyio.run(anyio.sleep, 0.02)
+        anyio.run(_mcp_calls, f"http://127.0.0.1:{server.config.port}/mcp",
+                  {"Authorization": f"Bearer {token}",
+                   "traceparent": f"00-{trace_id}-{parent_id}-01"}, text)
+    finally:
+        server.should_exit = True
+        thread.join(15)
+    setup.flush()
+    receiver = traced.receiver
+    receiver.wait_for(lambda: any(s.name == "process orchmem.writeback"
+                                  for s in receiver.in_trace(trace_id)))
+    spans = receiver.in_trace(trace_id)
+    calls = {s.name: s for s in spans if s.name.startswith("tools/call ")}
+    assert set(calls) == {"tools/call remember", "tools/call recall"}
+    assert {(s.kind, s.parent_id) for s in calls.values()} == {(SERVER, parent_id)}
+    publish = _child(spans, calls["tools/call remember"], "publish orchmem.writeback")
+    _child(spans, publish, "process orchmem.writeback")
+    _child(spans, calls["tools/call recall"], "orchmem.recall")
+
+
 def test_no_exported_attribute_holds_a_memory_or_a_query(traced: Traced) -> None:
     client = MemoryClient("otel-private", traced.settings)
     text, _ = _write(traced, client)
@@ -207,14 +276,3 @@ def test_no_exported_attribute_holds_a_memory_or_a_query(traced: Traced) -> None
     assert leaked == []
     receiver.wait_for(lambda: {"orchmem.recall.duration", "orchmem.task.outcomes"}
                       <= receiver.metric_names)
-
-
-def test_a_collector_that_is_down_fails_no_write_and_no_recall(tmp_path: Path) -> None:
-    # Its own process: telemetry is configured once per process, here towards a port
-    # where nothing listens, with a queue so small that spans must be dropped.
-    from telemetry_probe import run_with_dead_collector
-
-    outcome = run_with_dead_collector(tmp_path)
-    assert outcome.returncode == 0, outcome.stderr[-3000:]
-    assert "wrote ok, recalled 1" in outcome.stdout
-    assert "Queue full, dropping Span" in outcome.stderr  # the SDK's warning
