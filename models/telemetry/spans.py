@@ -94,7 +94,8 @@ def span(name: str, attributes: Attributes | None = None, *, kind: Kind = "inter
          parent: Carrier | None = None, links: Iterable[Carrier] = ()) -> Span:
     """A span named ``name`` for a ``with`` block: a child of the current span, or of
     the context ``parent`` carries (headers of a message or a request) when it carries
-    one; ``links``: carriers of other traces it relates to (a batch's tasks)."""
+    one (then linked to the span current here, if any: a task's span to its batch's);
+    ``links``: carriers of other traces it relates to (a batch's tasks)."""
     tracer = _tracer
     if tracer is None:
         return NO_SPAN
@@ -103,6 +104,11 @@ def span(name: str, attributes: Attributes | None = None, *, kind: Kind = "inter
     context = _extract(parent) if parent is not None and _carries(parent) else None
     linked = [trace.Link(c) for c in (_span_context(carrier) for carrier in links)
               if c is not None]
+    enclosing = trace.get_current_span().get_span_context()
+    if context is not None and enclosing.is_valid:
+        # Continued from a message but run inside another span (a task inside its
+        # batch's transaction): linked to that span.
+        linked.append(trace.Link(enclosing))
     return _LiveSpan(tracer.start_as_current_span(
         name, context=context, kind=getattr(trace.SpanKind, kind.upper()),
         attributes=dict(attributes or {}), links=linked))
