@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from orchmem.config.environ import EnvironSource, check_unknown_env
 from orchmem.config.errors import ConfigError
 from orchmem.config.settings import Settings, deep_merge, format_errors
+from orchmem.config.telemetry import check_otel_env
 
 
 def load_settings(
@@ -31,10 +32,12 @@ def load_settings(
     ``config_path`` defaults to ``$ORCHMEM_CONFIG``, then to ``./orchmem.toml`` when
     that file exists (:func:`config_file`); without any, only the environment and the
     defaults apply. ``environ`` defaults to ``os.environ``. Raises :class:`ConfigError`
-    naming every bad key, where it came from, and the likely key for a misspelt one.
+    naming every bad key, where it came from, and the likely key for a misspelt one,
+    or the ``OTEL_*`` variable whose value is malformed (:mod:`orchmem.config.telemetry`).
     """
     environ = dict(os.environ if environ is None else environ)
     check_unknown_env(environ)
+    check_otel_env(environ)
     toml_path = config_file(config_path, environ)
     values = read_toml(toml_path) if toml_path is not None else {}
     from_env = EnvironSource(Settings, environ)()

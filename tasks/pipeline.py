@@ -43,6 +43,7 @@ from orchmem.config import (
 from orchmem.models.core.payloads import key_of
 from orchmem.models.storage.db.database import OrchestratorDB
 from orchmem.models.storage.delivery import deadletters, receipts
+from orchmem.models.telemetry import meters, names, spans
 from orchmem.tasks.publish import send
 
 if TYPE_CHECKING:
@@ -68,6 +69,8 @@ class TaskRun:
     odb: OrchestratorDB | None = None
     key: str = ""
     outcome: str = "error"
+    #: Memories the body created (for the metrics).
+    created: int = 0
     started: float = field(default_factory=time.monotonic)
 
     def log(self, event: str, **fields: Any) -> None:
@@ -146,6 +149,8 @@ def _call(current: TaskRun, body: Body) -> dict[str, Any]:
     assert current.odb is not None
     result = body(current.odb, current.key)
     current.outcome = "ok"
+    created = result.get("created") if isinstance(result, dict) else None
+    current.created = len(created) if isinstance(created, list) else 0
     return result
 
 
@@ -244,13 +249,33 @@ def _release(current: TaskRun) -> None:
 
 @contextmanager
 def observed(current: TaskRun) -> Iterator[None]:
-    try:
-        yield
-    finally:
-        elapsed_ms = round((time.monotonic() - current.started) * 1000, 2)
-        orchestrator = current.orchestrator_id if isinstance(current.orchestrator_id, str) \
-            else "?"
-        logger.info("task=%s orchestrator=%s outcome=%s duration_ms=%s id=%s",
-                    current.task.name, orchestrator, current.outcome, elapsed_ms,
-                    current.task.request.id)
-        current.log("task", outcome=current.outcome, durationMs=elapsed_ms)
+    """One log line, one ``memory.log`` event, one span and the metrics of this run. The
+    span continues the sender's trace (the ``traceparent`` header of its message)."""
+    task = current.task
+    orchestrator = current.orchestrator_id if isinstance(current.orchestrator_id, str) \
+        else "?"
+    with spans.span(f"process {task.name}", {
+            names.MESSAGING_SYSTEM: names.MESSAGING_SYSTEM_VALUE,
+            names.MESSAGING_OPERATION: "process", names.TASK: task.name,
+            names.MESSAGING_MESSAGE_ID: str(task.request.id or ""),
+            names.ORCHESTRATOR: orchestrator}, kind="consumer",
+            parent=spans.context_of(task.request)) as traced:
+        try:
+            yield
+        finally:
+            elapsed_s = time.monotonic() - current.started
+            elapsed_ms = round(elapsed_s * 1000, 2)
+            logger.info("task=%s orchestrator=%s outcome=%s duration_ms=%s id=%s",
+                        task.name, orchestrator, current.outcome, elapsed_ms, task.request.id)
+            current.log("task", outcome=current.outcome, durationMs=elapsed_ms)
+            traced.set(names.OUTCOME, current.outcome)
+            meters.task_done(task.name, current.outcome, elapsed_s, current.created,
+                             _queue_wait_s(task))
+
+
+def _queue_wait_s(task: MemoryTask) -> float | None:
+    """How long the delivery's message waited since it was sent (None: not sent)."""
+    sent = task.request.get("orchmemSentAt")
+    if not isinstance(sent, int) or isinstance(sent, bool) or task.request.is_eager:
+        return None
+    return (time.time_ns() - sent) / 1e9

@@ -33,6 +33,7 @@ from orchmem.config import BrokerUnavailable, StorageError, check_orchestrator_i
 from orchmem.models.core.payloads import key_of
 from orchmem.models.core.shapes import format_ts, utc_now
 from orchmem.models.storage.delivery.outbox import Outbox
+from orchmem.models.telemetry import names, spans
 
 logger = logging.getLogger(__name__)
 
@@ -153,9 +154,10 @@ def _route_headers(app: Celery) -> dict[str, Any]:
     """The shard count the message is routed under: a worker that finds it on the wrong
     queue after ``shards`` changed forwards it instead of refusing it. And when it was
     sent (ns): a worker puts messages the broker gave back after a crash (in reverse)
-    in this order again."""
+    in this order again. And the sender's trace context (W3C ``traceparent``), when
+    telemetry is on: the worker's task span continues the sender's trace."""
     settings = getattr(app, "settings", None)
-    sent = {"orchmemSentAt": time.time_ns()}
+    sent = {"orchmemSentAt": time.time_ns(), **spans.headers()}
     return sent if settings is None else {"orchmemShards": settings.shards, **sent}
 
 
@@ -181,7 +183,9 @@ def publish(app: Celery, env: Envelope, outbox: Outbox | None = None, *,
     keep = outbox if env.durable and not app.conf.task_always_eager else None
     if keep is not None:
         try:
-            keep.record(env.key, env.task, env.payload)
+            with spans.span("orchmem.outbox.record", {names.DB_SYSTEM: names.DB_SYSTEM_VALUE,
+                                                      names.DB_OPERATION: "INSERT"}):
+                keep.record(env.key, env.task, env.payload)
         except StorageError as exc:
             if outbox_required:
                 raise

@@ -14,13 +14,14 @@ requester's memory.log.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import wait
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeAlias
 
 from orchmem.config import (
     EmbeddingError,
@@ -74,6 +75,7 @@ from orchmem.models.storage.memories.selection import Selector, select_ids
 from orchmem.models.storage.search import fts, neighbours, row_cache, vectors
 from orchmem.models.storage.search import reads as recall_reads
 from orchmem.models.storage.visibility import ALL_STATUSES, DEFAULT_VIEW, View, make_view
+from orchmem.models.telemetry import meters, names, spans
 from orchmem.models.workspace.folders import Workspace
 from orchmem.models.workspace.memlog import MemoryLog
 
@@ -113,6 +115,43 @@ def check_scope(databases: Databases, orchestrator_id: str, requester: str | Non
             raise deny(databases, workspace, str(exc), memoryId=str(memory_id)[:80]) from None
 
 
+P = ParamSpec("P")
+
+
+def _traced(function: Callable[P, RecallBundle]) -> Callable[P, RecallBundle]:
+    """``function`` (:func:`recall`) in one span, whose children are its steps, and
+    its latency and hits recorded as metrics. The span holds the orchestrator, mode,
+    counts and the router's plan (never the query's text or a memory's content)."""
+
+    @functools.wraps(function)
+    def run(*args: P.args, **kwargs: P.kwargs) -> RecallBundle:
+        with spans.span("orchmem.recall", {names.ORCHESTRATOR: str(args[0] if args else "")
+                                           }) as traced:
+            bundle = function(*args, **kwargs)
+            meters.recall_done(bundle.took_ms / 1000, len(bundle.nodes), bundle.mode)
+            if spans.enabled():
+                traced.update(_recall_attributes(bundle))
+            return bundle
+
+    return run
+
+
+def _recall_attributes(bundle: RecallBundle) -> dict[str, Any]:
+    """Counts, mode and the plan's flags and numbers; no text of the query (the plan's
+    phrases and names come from it) nor of any memory."""
+    candidates = bundle.candidates or {}
+    found: dict[str, Any] = {
+        names.MODE: bundle.mode, names.HITS: len(bundle.nodes),
+        names.QUERY_CHARS: len(bundle.query), names.VECTOR_AVAILABLE: bundle.vector_available,
+        names.TEXT_HITS: int(candidates.get("text", 0)),
+        names.VECTOR_HITS: int(candidates.get("vector", 0))}
+    for key, value in (bundle.plan or {}).items():
+        if (key == "intent" and isinstance(value, str)) or isinstance(value, bool | int | float):
+            found[names.PLAN + key] = value
+    return found
+
+
+@_traced
 def recall(
     orchestrator_id: str, query: str, *,
     databases: Databases,
@@ -249,7 +288,8 @@ def _snapshot_answer(odb: OrchestratorDB, search: _Search, clock: datetime,
         with overlap.helper() as helper:
             if helper is not None:
                 with odb.snapshot():
-                    side = helper.run(odb.borrowing(partial(_text_side, odb, search, True)))
+                    side = helper.run(odb.borrowing(spans.carried(
+                        partial(_text_side, odb, search, True))))
                     try:
                         encoded = _embed(odb, search.text, warnings)
                     finally:
@@ -306,9 +346,11 @@ def _text_side(odb: OrchestratorDB, search: _Search, ahead: bool) -> _TextSide:
     of the vector on a helper thread (:meth:`OrchestratorDB.borrowing`: raw statements
     only), the hits' rows and ranking features (in turn, the rows are read with the
     vector side's, in one statement)."""
-    hits = fts.search(odb, search.text, limit=search.params.top_k_text,
-                      statuses=search.statuses, types=search.types, within=search.within,
-                      view=search.view) if search.mode in ("hybrid", "text") else []
+    with spans.span("orchmem.recall.full_text") as traced:
+        hits = fts.search(odb, search.text, limit=search.params.top_k_text,
+                          statuses=search.statuses, types=search.types, within=search.within,
+                          view=search.view) if search.mode in ("hybrid", "text") else []
+        traced.set(names.COUNT, len(hits))
     window = window_candidates(odb, search.asked.plan, search.statuses, search.types,
                                lambda ids: _admit(odb, search, ids)) \
         if search.mode != "text" else []
@@ -393,10 +435,11 @@ Encoded: TypeAlias = "tuple[np.ndarray, str]"
 def _embed(odb: OrchestratorDB, text: str, warnings: list[str]) -> Encoded | None:
     """The query vector and the embedder's version, or None (and a warning) on failure."""
     try:
-        settings = odb.settings.embedding
-        embedder = get_embedder(settings)
-        vector = query_vectors(settings.query_cache_size).vector(embedder,
-                                                                 text[:MAX_EMBED_CHARS])
+        with spans.span("orchmem.recall.embed", {names.QUERY_CHARS: len(text)}):
+            settings = odb.settings.embedding
+            embedder = get_embedder(settings)
+            vector = query_vectors(settings.query_cache_size).vector(embedder,
+                                                                     text[:MAX_EMBED_CHARS])
         return vector, embedder.version
     except EmbeddingError as exc:
         warnings.append(f"vector search unavailable ({exc}); answered from full text")
@@ -442,19 +485,23 @@ def _answer(odb: OrchestratorDB, search: _Search, text: _TextSide,
     # with a reranker, the fused top rerank_top_k (models/recall/rerank.py)
     spec = search.params.reranker
     wide = max(search.limit, search.params.rerank_top_k) if spec else search.limit
-    ranked = fuse(vector_ids, text_ids, {**text.features, **_features(odb, more, search.view)},
-                  search.params, now, widened(wide, search.asked), favoured_types(search.text),
-                  keep=both(floor, valid_keep(rows, search.asked) if timed else None),
-                  dated_ids=list(window))
-    ranked = after_fusion(odb, ranked, rows, search.asked, lambda ids: _admit(odb, search, ids),
-                          wide)
-    if spec:
-        ranked = _reranked(odb, spec, search, ranked, rows, warnings)
-    found = recall_reads.assembly(odb, [r.memory_id for r in ranked], search.view,
-                                  search.statuses, rows, text.nodes)
+    with spans.span("orchmem.recall.fusion") as traced:
+        ranked = fuse(vector_ids, text_ids, {**text.features, **_features(odb, more, search.view)},
+                      search.params, now, widened(wide, search.asked), favoured_types(search.text),
+                      keep=both(floor, valid_keep(rows, search.asked) if timed else None),
+                      dated_ids=list(window))
+        ranked = after_fusion(odb, ranked, rows, search.asked,
+                              lambda ids: _admit(odb, search, ids), wide)
+        if spec:
+            ranked = _reranked(odb, spec, search, ranked, rows, warnings)
+        traced.set(names.COUNT, len(ranked))
+    with spans.span("orchmem.recall.bundle", {names.COUNT: len(ranked)}):
+        found = recall_reads.assembly(odb, [r.memory_id for r in ranked], search.view,
+                                      search.statuses, rows, text.nodes)
+        parts = bundle_parts(found, ranked, cosines, {h.memory_id: h.bm25 for h in text_hits},
+                             row_cache.current(odb))
     return {
-        **bundle_parts(found, ranked, cosines, {h.memory_id: h.bm25 for h in text_hits},
-                       row_cache.current(odb)),
+        **parts,
         "vector_available": vector_available,
         "candidates": {"vector": len(vector_hits), "text": len(text_hits),
                        "belowFloor": sum(1 for i in inputs if floor and not floor(i.memory_id))},
@@ -515,9 +562,11 @@ def _vector_side(odb: OrchestratorDB, encoded: Encoded, search: _Search,
     def keep(ids: list[str]) -> set[str]:
         return recall_reads.passing(odb, ids, search.statuses, search.types, search.view)
 
-    hits, total = vectors.search(odb, query_vector, embedder=version,
-                                 limit=search.params.top_k_vector, keep=keep,
-                                 within=search.within, index=index)
+    with spans.span("orchmem.recall.vector_search") as traced:
+        hits, total = vectors.search(odb, query_vector, embedder=version,
+                                     limit=search.params.top_k_vector, keep=keep,
+                                     within=search.within, index=index)
+        traced.set(names.COUNT, len(hits))
     if total == 0:
         warnings.append(f"no embeddings yet for {version}; answered from full text")
         return [], False

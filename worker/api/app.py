@@ -45,9 +45,10 @@ from starlette.responses import JSONResponse, Response
 
 from orchmem.config import MemoryValidationError, OrchmemError, Settings
 from orchmem.models.core.payloads import WritebackRequest
+from orchmem.models.telemetry.setup import configure
 from orchmem.worker.api.bodies import BODY_MODELS
 from orchmem.worker.api.errors import error_body, error_response, json_error
-from orchmem.worker.api.middleware import AccessLog, BodyLimit
+from orchmem.worker.api.middleware import AccessLog, BodyLimit, Traced
 from orchmem.worker.api.routes import router
 from orchmem.worker.api.state import ApiState
 from orchmem.worker.api.tokens import TokenStore
@@ -74,6 +75,8 @@ def create_api(settings: Settings, store: TokenStore | None = None) -> FastAPI:
     app.add_exception_handler(Exception, _internal)
     app.add_middleware(BodyLimit, max_bytes=settings.api.max_body_bytes)
     app.add_middleware(AccessLog)
+    configure(settings.telemetry)
+    app.add_middleware(Traced)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 

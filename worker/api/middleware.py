@@ -1,4 +1,4 @@
-"""ASGI middleware of the HTTP API: the body size limit and the access log.
+"""ASGI middleware of the HTTP API: the body size limit, the access log and the trace.
 
 ``BodyLimit`` reads the whole body before the app sees it and stops at
 ``max_bytes + 1``: a client that lies in Content-Length, or sends chunks with none,
@@ -16,6 +16,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from orchmem.models.telemetry import names, spans
 from orchmem.worker.api.errors import error_body
 
 access_logger = logging.getLogger("orchmem.api.access")
@@ -125,3 +126,38 @@ class AccessLog:
             path = str(scope.get("path", ""))[:MAX_LOGGED_PATH]
             access_logger.info("%s %s %d %.1fms", scope.get("method"), path.encode(
                 "unicode_escape").decode("ascii"), status, (time.perf_counter() - started) * 1000)
+
+
+class Traced:
+    """A server span per HTTP request (telemetry on), continuing the caller's trace when
+    the request carries ``traceparent``; named by method and route, never by the path's
+    values or the query string."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not spans.enabled():
+            await self.app(scope, receive, send)
+            return
+        carrier = {key.decode("latin-1").lower(): value.decode("latin-1")
+                   for key, value in scope.get("headers") or []}
+        method = str(scope.get("method", ""))
+        status = 500
+
+        async def sending(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        with spans.span(method, {names.HTTP_METHOD: method}, kind="server",
+                        parent=carrier) as traced:
+            try:
+                await self.app(scope, receive, sending)
+            finally:
+                route = getattr(scope.get("route"), "path", None)
+                if isinstance(route, str):
+                    traced.rename(f"{method} {route}")
+                    traced.set(names.HTTP_ROUTE, route)
+                traced.set(names.HTTP_STATUS, status)

@@ -76,6 +76,8 @@ from orchmem.models.storage.execlog.entries import event_by_id
 from orchmem.models.storage.memories.rows import get_nodes
 from orchmem.models.storage.reflection.insights import list_proposals
 from orchmem.models.storage.visibility import View, check_tiers, make_view
+from orchmem.models.telemetry import names
+from orchmem.models.telemetry.spans import span
 from orchmem.models.workspace.memlog import MemoryLog
 from orchmem.tasks.bulletin import BULLETIN
 from orchmem.tasks.edits import EDIT
@@ -208,6 +210,22 @@ class MemoryClient:
                  expires_s: float | None = None,
                  check: Callable[[dict[str, Any]], object] | None = None,
                  fresh: bool = False) -> WriteHandle:
+        """:meth:`_publish_now` in a producer span: the parent of the worker's task span
+        (the trace context travels in the message's headers: tasks/publish.py)."""
+        with span(f"publish {task}", {
+                names.MESSAGING_SYSTEM: names.MESSAGING_SYSTEM_VALUE,
+                names.MESSAGING_OPERATION: "publish", names.TASK: task,
+                names.ORCHESTRATOR: self.orchestrator_id}, kind="producer") as traced:
+            handle = self._publish_now(task, kind, payload, expires_s=expires_s, check=check,
+                                       fresh=fresh)
+            traced.update({names.OUTCOME: handle.error or "published", names.KEY: handle.key,
+                           names.MESSAGING_MESSAGE_ID: handle.task_id or ""})
+            return handle
+
+    def _publish_now(self, task: str, kind: str, payload: dict[str, Any], *,
+                     expires_s: float | None = None,
+                     check: Callable[[dict[str, Any]], object] | None = None,
+                     fresh: bool = False) -> WriteHandle:
         """Check, record (durable kinds) and publish through the one publish path.
 
         ``fresh``: the payload's idempotency key was made for this request alone

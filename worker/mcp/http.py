@@ -15,7 +15,7 @@ from orchmem.config import OrchmemError, Settings
 from orchmem.models.storage.db.database import Databases
 from orchmem.worker.api.auth import Guard
 from orchmem.worker.api.errors import error_response
-from orchmem.worker.api.middleware import AccessLog
+from orchmem.worker.api.middleware import AccessLog, Traced
 from orchmem.worker.api.tokens import TokenStore
 from orchmem.worker.mcp.server import create_mcp
 
@@ -47,4 +47,4 @@ def mcp_http_app(settings: Settings, orchestrator_id: str, *, immediate: bool = 
     inner = server.streamable_http_app(host=settings.api.address,
                                        max_request_body_size=settings.api.max_body_bytes)
     guard = Guard(store or TokenStore(settings), Databases(settings, readonly=True))
-    return AccessLog(TokenGate(inner, guard, orchestrator_id)), guard
+    return Traced(AccessLog(TokenGate(inner, guard, orchestrator_id))), guard

@@ -31,6 +31,7 @@ from orchmem.config import MemoryNotFound, MemoryValidationError, OrchmemError, 
 from orchmem.models.core.shapes import Flag, MemoryType, utc_now
 from orchmem.models.core.validity import check_as_of
 from orchmem.models.recall.search import check_scope
+from orchmem.models.telemetry import names, spans
 from orchmem.worker.client.handles import WriteHandle
 from orchmem.worker.client.memory_client import MemoryClient
 from orchmem.worker.client.write_wait import outcome
@@ -279,7 +280,13 @@ class MemoryServer(MCPServer[Any]):
 
     async def call_tool(self, name: str, arguments: dict[str, Any],
                         context: Any = None) -> Any:
-        """Call the tool ``name``; a refusal is re-raised with its own text."""
+        """Call the tool ``name`` in a server span (joining the caller's trace when its
+        request carries ``traceparent``); a refusal is re-raised with its own text."""
+        with spans.span(f"tools/call {name}", {names.MCP_TOOL: name}, kind="server",
+                        parent=trace_carrier(context)):
+            return await self._call_tool(name, arguments, context)
+
+    async def _call_tool(self, name: str, arguments: dict[str, Any], context: Any) -> Any:
         try:
             return await super().call_tool(name, arguments, context)
         except UnexpectedToolError:
@@ -291,6 +298,24 @@ class MemoryServer(MCPServer[Any]):
             if isinstance(cause, ToolError):  # raised by a tool below with its code
                 raise ToolError(str(cause)) from cause
             raise
+
+
+def trace_carrier(context: Any) -> dict[str, str]:
+    """The trace context of a tool call: the ``traceparent`` (and ``tracestate``) of its
+    HTTP request's headers, or of the request's ``_meta`` (stdio); {} when none."""
+    if not spans.enabled() or context is None:
+        return {}
+    try:
+        request_context = context.request_context
+    except (AttributeError, ValueError, LookupError):
+        return {}
+    headers = getattr(getattr(request_context, "request", None), "headers", None)
+    found = spans.context_of(headers)
+    if not found:
+        meta = getattr(request_context, "meta", None)
+        found = spans.context_of(meta if isinstance(meta, dict) else
+                                 getattr(meta, "model_extra", None))
+    return found
 
 
 def argument_errors(exc: ValidationError) -> str:

@@ -18,6 +18,7 @@ from kombu import Queue
 from orchmem.config import MemoryValidationError, Settings
 from orchmem.models.embedding.device import bulk_embedder
 from orchmem.models.storage.db.database import Databases
+from orchmem.models.telemetry.setup import configure
 from orchmem.tasks.maintenance import FANOUT
 from orchmem.tasks.publish import send
 from orchmem.worker.runtime.broker import broker_url as resolve_broker_url
@@ -58,6 +59,9 @@ class OrchmemCelery(Celery):
         #: A reader worker's app opens the files read-only (``orchmem reader``).
         self.databases = Databases(settings, readonly=readonly)
         self._replies: redis.Redis | None = None
+        # Every process that sends or runs tasks builds an app: spans start here, or
+        # nothing of the SDK is loaded (telemetry off, the default).
+        configure(settings.telemetry)
 
     def reply(self, key: str, answer: str, ttl_s: int) -> None:
         """Push ``answer`` (JSON text) onto the list ``key`` that a client waits on,

@@ -48,6 +48,7 @@ from orchmem.models.storage.schema.tables import (
     MetaRow,
     create_schema,
 )
+from orchmem.models.telemetry import names, spans
 from orchmem.models.workspace.folders import Workspace
 from orchmem.models.workspace.memlog import MemoryLog
 from orchmem.models.workspace.private import private_database
@@ -162,12 +163,20 @@ class OrchestratorDB:
         try:
             if relax:
                 self.db.execute_sql("PRAGMA synchronous = NORMAL")
-            with self.bound(), self.db.atomic("IMMEDIATE"):
+            with self._traced(writing), self.bound(), self.db.atomic("IMMEDIATE"):
                 yield
         finally:
             self._local.writing = writing
             if relax:
                 self.db.execute_sql("PRAGMA synchronous = FULL")
+
+    def _traced(self, writing: int) -> spans.Span:
+        """The span of an outermost write transaction, its commit included."""
+        if writing:
+            return spans.NO_SPAN
+        return spans.span("sqlite transaction", {
+            names.DB_SYSTEM: names.DB_SYSTEM_VALUE, names.DB_OPERATION: "transaction",
+            names.ORCHESTRATOR: self.orchestrator_id})
 
     @contextmanager
     def read(self) -> Iterator[None]:
