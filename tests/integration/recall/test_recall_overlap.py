@@ -181,11 +181,14 @@ def test_every_helper_busy_means_the_caller_does_it_itself() -> None:
 
 def test_the_client_stops_its_helper_threads_on_close(
         tmp_path: Path, embedder: Embedder) -> None:
+    # Only this client's helpers: clients of earlier tests may still hold theirs.
+    earlier = set(threading.enumerate())
     with MemoryClient(unique_id("overlap"), settings(tmp_path), immediate=True) as client:
         seed(client.databases.open(client.orchestrator_id), embedder)
         assert client.recall("green tea", wait_for_writes=False).nodes
         assert client.databases.overlap.running
-        helpers = [t for t in threading.enumerate() if t.name.startswith("orchmem-overlap")]
+        helpers = [t for t in threading.enumerate()
+                   if t.name.startswith("orchmem-overlap") and t not in earlier]
         assert helpers
     assert not client.databases.overlap.running
     assert not any(t.is_alive() for t in helpers)
