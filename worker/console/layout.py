@@ -63,5 +63,7 @@ def shown(v: Visitor, title: str, body: Safe, current: str = "", flash: str = ""
 DONE = {"superseded": "Superseded: the new memory replaces this one.",
         "retracted": "Retracted: kept for the audit trail, left out of recall.",
         "forgotten": "Forgotten (soft): retracted, history kept.",
+        "patched": "Patched: the fields changed in place (see the audit history).",
+        "linked": "Linked: the new edge is in the graph.",
         "erased": "Erased: the memory's text, vector and sources are gone; a tombstone stays.",
         "accepted": "Proposal accepted.", "rejected": "Proposal rejected."}

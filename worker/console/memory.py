@@ -1,6 +1,7 @@
 """One memory: its fields, provenance, edges (as a graph), Updates/Contradicts chain and
-audit history, with the actions supersede, retract and forget (a hard forget only
-after a confirmation page that names what will be erased and asks for the id)."""
+audit history, with the actions supersede, retract, patch (summary, tags, tier,
+sensitivity in place), link (a typed edge to another memory) and forget (a hard forget
+only after a confirmation page that names what will be erased and asks for the id)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from fastapi import Path as PathParam
 from starlette.responses import RedirectResponse, Response
 
 from orchmem.config import MemoryNotFound, OrchmemError, ScopeViolation
-from orchmem.models.core.shapes import MemoryEdge, MemoryNode
+from orchmem.models.core.governance_fields import Sensitivity, Tier
+from orchmem.models.core.shapes import EdgeType, MemoryEdge, MemoryNode
 from orchmem.models.governance.history import history
 from orchmem.worker.console.access import Seen, Visitor
 from orchmem.worker.console.graph import edge_graph
@@ -90,6 +92,20 @@ maxlength="20000"></textarea><label for="sreason">Reason</label>
 <form method="post" action="/console/memories/{id}/retract">{csrf}
 <label for="rreason">Reason</label><input id="rreason" name="reason" required maxlength="500">
 <button type="submit">Retract</button></form>
+<form method="post" action="/console/memories/{id}/patch">{csrf}
+<p>Change in place (empty fields stay as they are; new content is a supersede):</p>
+<label for="psummary">Summary</label><input id="psummary" name="summary" maxlength="280">
+<label for="ptags">Tags (comma-separated)</label><input id="ptags" name="tags" maxlength="2000">
+<label for="ptier">Tier</label><select id="ptier" name="tier">{tiers}</select>
+<label for="psensitivity">Sensitivity</label>
+<select id="psensitivity" name="sensitivity">{sensitivities}</select>
+<label for="preason">Reason</label><input id="preason" name="reason" maxlength="500">
+<button type="submit">Patch</button></form>
+<form method="post" action="/console/memories/{id}/link">{csrf}
+<label for="lto">Link to memory id</label><input id="lto" name="to" required maxlength="80">
+<label for="ltype">Edge type</label><select id="ltype" name="edgeType">{edge_types}</select>
+<label for="lreason">Reason</label><input id="lreason" name="reason" maxlength="500">
+<button type="submit">Link</button></form>
 <form method="post" action="/console/memories/{id}/forget">{csrf}
 <label for="freason">Reason</label><input id="freason" name="reason" maxlength="500">
 <button type="submit">Forget (soft)</button></form>
@@ -117,8 +133,21 @@ def memory_page(v: Seen, memory_id: str = MemoryId, done: str = "") -> Response:
         render("<section aria-labelledby=\"graph-h\"><h2 id=\"graph-h\">Edges</h2>{g}</section>",
                g=edge_graph(node[0], edges, others)) if node else "",
         _chain(data, others), _events(data), purpose_form(v, f"/console/memories/{memory_id}"),
-        "" if erased else render(ACTIONS, id=memory_id, csrf=hidden("csrf", v.session.csrf))])
+        "" if erased else _actions(v, memory_id)])
     return shown(v, f"Memory {memory_id}", body, "/console/memories", DONE.get(done, ""))
+
+
+def _options(values: list[str], blank: bool) -> Safe:
+    """``<option>``s of ``values`` (first an empty "unchanged" one when ``blank``)."""
+    empty = [render("<option value=\"\">(unchanged)</option>")] if blank else []
+    return join(empty + [render("<option value=\"{x}\">{x}</option>", x=x) for x in values])
+
+
+def _actions(v: Visitor, memory_id: str) -> Safe:
+    return render(ACTIONS, id=memory_id, csrf=hidden("csrf", v.session.csrf),
+                  tiers=_options([t.value for t in Tier], True),
+                  sensitivities=_options([x.value for x in Sensitivity], True),
+                  edge_types=_options([e.value for e in EdgeType], False))
 
 
 CONFIRM = """<section class="card danger-zone"><p>A hard forget of <strong>{id}</strong>
@@ -183,6 +212,13 @@ def _act(v: Visitor, memory_id: str, action: str, fields: dict[str, str]) -> Res
             if not reason:
                 raise Refused(400, "reason: a retraction needs a reason")
             return finish(v, v.client.retract(memory_id, reason), page_of + "?done=retracted")
+        if action == "patch":
+            return finish(v, v.client.patch(memory_id, reason=reason, **_patch_fields(fields)),
+                          page_of + "?done=patched")
+        if action == "link":
+            to_id, edge_type = _link_fields(v, memory_id, fields)
+            return finish(v, v.client.link(memory_id, to_id, edge_type, reason=reason),
+                          page_of + "?done=linked")
         if action == "forget":
             hard = fields.get("hard") == "1"
             if hard and fields.get("confirm", "").strip() != memory_id:
@@ -191,3 +227,41 @@ def _act(v: Visitor, memory_id: str, action: str, fields: dict[str, str]) -> Res
                           "/console/memories?done=erased" if hard
                           else page_of + "?done=forgotten")
     raise Refused(404, "no such action")
+
+
+def _patch_fields(fields: dict[str, str]) -> dict[str, Any]:
+    """The fields a patch form changes (the non-empty ones), checked; 400 naming the field."""
+    changes: dict[str, Any] = {}
+    summary = fields.get("summary", "").strip()
+    if summary:
+        if len(summary) > 280:
+            raise Refused(400, "summary: at most 280 characters")
+        changes["summary"] = summary
+    if fields.get("tags", "").strip():
+        changes["tags"] = [t.strip() for t in fields["tags"].split(",") if t.strip()]
+    for name, allowed in (("tier", Tier), ("sensitivity", Sensitivity)):
+        value = fields.get(name, "").strip()
+        if value:
+            if value not in {x.value for x in allowed}:
+                raise Refused(400, f"{name}: one of " + ", ".join(x.value for x in allowed))
+            changes[name] = value
+    if not changes:
+        raise Refused(400, "summary: change at least one of summary, tags, tier, sensitivity")
+    return changes
+
+
+def _link_fields(v: Visitor, memory_id: str, fields: dict[str, str]) -> tuple[str, str]:
+    """The link form's target memory (one the user sees) and edge type; 400 otherwise."""
+    to_id = fields.get("to", "").strip()
+    if not to_id or len(to_id) > 80:
+        raise Refused(400, "to: the id of the memory to link to is required")
+    if to_id == memory_id:
+        raise Refused(400, "to: a memory cannot be linked to itself")
+    try:
+        read(v, to_id)
+    except Refused:
+        raise Refused(400, "to: no such memory in this orchestrator") from None
+    edge_type = fields.get("edgeType", "")
+    if edge_type not in {e.value for e in EdgeType}:
+        raise Refused(400, "edgeType: one of " + ", ".join(e.value for e in EdgeType))
+    return to_id, edge_type

@@ -198,6 +198,35 @@ def test_accept_a_proposal_supersedes_the_older_memory(
     assert "superseded" in page.locator("table.fields").inner_text()
 
 
+def test_patch_a_summary_and_link_two_memories_from_the_memory_page(
+        page: Any, seeded: tuple[ApiServer, dict[str, str]], shots: Path) -> None:
+    _, ids = seeded
+    page.goto(f"/console/memories/{ids['name']}")
+    patch = page.locator("form[action$='/patch']")
+    patch.locator("input[name=summary]").fill("Dana Reyes <b>owns</b> the help center")
+    patch.locator("select[name=tier]").select_option("profile")
+    patch.locator("input[name=reason]").fill("a clearer summary")
+    patch.locator("button[type=submit]").click()
+    page.wait_for_url(f"**/console/memories/{ids['name']}?done=patched")
+    assert "Dana Reyes <b>owns</b> the help center" in page.locator("section.content").inner_text()
+    assert "profile" in page.locator("table.fields").inner_text()
+    assert "patch" in page.locator("table", has_text="Audit history").inner_text()
+    csrf = page.locator("input[name=csrf]").first.get_attribute("value")
+    bad = page.request.post(f"/console/memories/{ids['name']}/link",
+                            form={"csrf": csrf, "to": ids["new"], "edgeType": "Owns"})
+    assert bad.status == 400 and "edgeType" in bad.text()
+    link = page.locator("form[action$='/link']")
+    link.locator("input[name=to]").fill(ids["new"])
+    link.locator("select[name=edgeType]").select_option("CausedBy")
+    link.locator("input[name=reason]").fill("the port note came from Dana")
+    link.locator("button[type=submit]").click()
+    page.wait_for_url(f"**/console/memories/{ids['name']}?done=linked")
+    graph = page.locator("svg.graph")
+    assert graph.locator("line.edge.CausedBy").count() == 1
+    assert "→ CausedBy" in (graph.text_content() or "")
+    page.screenshot(path=str(shots / "patch-link.png"), full_page=True)
+
+
 def test_hard_forget_names_what_it_erases_and_the_memory_is_gone(
         page: Any, seeded: tuple[ApiServer, dict[str, str]], shots: Path) -> None:
     _, ids = seeded
