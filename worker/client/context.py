@@ -39,7 +39,9 @@ def build_context(client: MemoryClient, purpose: str, query: str,
         raise ValueError(f"format must be orchmem or relevant-memory, not {format!r}")
     bulletin = bulletin or (client.bulletin(session_id=view.session_id, project_id=view.project_id)
                             if format == "orchmem" else BulletinResult({}, "", "empty"))
-    tiers = injection(limits, query, episodic, utc_now())
+    # An investigation asks what happened: its block holds the episodic tiers too.
+    asked = True if episodic is None and purpose == "diagnostics" else episodic
+    tiers = injection(limits, query, asked, utc_now())
     bundle = _context_recall(client, query, top_n, replace(view, tiers=tiers.recalled),
                              pressure)
     always = _always(client, view) if format == "orchmem" else []

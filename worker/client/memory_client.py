@@ -655,7 +655,8 @@ class MemoryClient:
         Injection by tier (models/recall/injection.py, ``memory.context.*``): the
         procedural memories come first, always (bounded); profile and semantic ones are
         recalled for the query; episodic ones join when the router says the query asks
-        what happened or for a similar case, or when ``episodic`` is True (False: never).
+        what happened or for a similar case, for the purpose "diagnostics", or when
+        ``episodic`` is True (False: never).
         Each line shows its tier.
 
         ``purpose`` is "selector" (choosing a workflow), "step" (a workflow step) or
