@@ -32,8 +32,6 @@ from orchmem.config import (
 from orchmem.config.memory_settings import RetrievalSettings
 from orchmem.models.core.contradictions import contradicted
 from orchmem.models.core.shapes import (
-    CONTROL_CHARS,
-    MAX_ID_CHARS,
     MemoryNode,
     MemoryType,
     check_memory_id,
@@ -74,7 +72,13 @@ from orchmem.models.storage.memories.contradictions import contradictions
 from orchmem.models.storage.memories.selection import Selector, select_ids
 from orchmem.models.storage.search import fts, neighbours, row_cache, vectors
 from orchmem.models.storage.search import reads as recall_reads
-from orchmem.models.storage.visibility import ALL_STATUSES, DEFAULT_VIEW, View, make_view
+from orchmem.models.storage.visibility import (
+    ALL_STATUSES,
+    DEFAULT_VIEW,
+    View,
+    make_view,
+    plain_id,
+)
 from orchmem.models.telemetry import meters, names, spans
 from orchmem.models.workspace.folders import Workspace
 from orchmem.models.workspace.memlog import MemoryLog
@@ -217,8 +221,8 @@ def _check_sourced(run_id: object, conversation_id: object, log_after: object
                    ) -> dict[str, str | None]:
     """The run and conversation asked for, checked, and ``log_after`` (a log seq)."""
     check_log_after(log_after)
-    return {"runId": check_source_id(run_id, "runId"),
-            "conversationId": check_source_id(conversation_id, "conversationId")}
+    return {"runId": plain_id(run_id, "runId"),
+            "conversationId": plain_id(conversation_id, "conversationId")}
 
 
 def check_log_after(value: object) -> None:
@@ -226,17 +230,6 @@ def check_log_after(value: object) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise MemoryValidationError("logAfter: a log seq (an integer >= 0)",
                                     [{"path": "logAfter", "message": "an integer >= 0"}])
-
-
-def check_source_id(value: object, where: str) -> str | None:
-    """A run or conversation id to filter by, checked (None: no filter)."""
-    if value is None:
-        return None
-    if not isinstance(value, str) or not value or len(value) > MAX_ID_CHARS \
-            or CONTROL_CHARS.search(value):
-        message = f"{where}: must be 1-{MAX_ID_CHARS} characters of plain text"
-        raise MemoryValidationError(message, [{"path": where, "message": message}])
-    return value
 
 
 def _within(odb: OrchestratorDB, memory_ids: Sequence[str] | None,

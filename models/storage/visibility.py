@@ -118,9 +118,9 @@ def mentioned(*texts: str | None) -> set[str]:
     return {m for text in texts if text for m in _ANY_ID.findall(text)}
 
 
-
-
-def _name(value: object, where: str) -> str | None:
+def plain_id(value: object, where: str) -> str | None:
+    """An id to scope or filter by, checked: 1-MAX_ID_CHARS characters of plain text
+    (None: none given). Raises MemoryValidationError naming ``where``."""
     if value is None:
         return None
     if not isinstance(value, str) or not value or len(value) > MAX_ID_CHARS \
@@ -160,7 +160,7 @@ def make_view(session_id: object = None, project_id: object = None, tags: object
     if include_restricted and not (isinstance(purpose, str) and purpose.strip()):
         message = "purpose: a restricted read (include_restricted) must state its purpose"
         raise MemoryValidationError(message, [{"path": "purpose", "message": message}])
-    return View(session_id=_name(session_id, "sessionId"),
-                project_id=_name(project_id, "projectId"),
-                tags=tuple(str(_name(t, f"tags.{i}")) for i, t in enumerate(tag_list)),
+    return View(session_id=plain_id(session_id, "sessionId"),
+                project_id=plain_id(project_id, "projectId"),
+                tags=tuple(str(plain_id(t, f"tags.{i}")) for i, t in enumerate(tag_list)),
                 include_restricted=bool(include_restricted), tiers=check_tiers(tiers))

@@ -66,7 +66,6 @@ from orchmem.models.recall.bundle import RecallBundle
 from orchmem.models.recall.search import (
     check_log_after,
     check_scope,
-    check_source_id,
     recall,
 )
 from orchmem.models.reflection.review import REVIEW_ADAPTER
@@ -75,7 +74,7 @@ from orchmem.models.storage.delivery.outbox import Outbox
 from orchmem.models.storage.execlog.entries import event_by_id
 from orchmem.models.storage.memories.rows import get_nodes
 from orchmem.models.storage.reflection.insights import list_proposals
-from orchmem.models.storage.visibility import View, check_tiers, make_view
+from orchmem.models.storage.visibility import View, check_tiers, make_view, plain_id
 from orchmem.models.telemetry import names
 from orchmem.models.telemetry.spans import span
 from orchmem.models.workspace.memlog import MemoryLog
@@ -518,8 +517,8 @@ class MemoryClient:
         view = _recall_view(view, session_id, project_id, tags, include_restricted, purpose,
                             tiers)
         check_log_after(log_after)  # a bad id or page is the caller's bug: raised
-        check_source_id(run_id, "runId")
-        check_source_id(conversation_id, "conversationId")
+        plain_id(run_id, "runId")
+        plain_id(conversation_id, "conversationId")
         target = orchestrator_id or self.orchestrator_id
         warnings: list[str] = []
         if not self.memory.enabled:
