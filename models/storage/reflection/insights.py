@@ -95,7 +95,11 @@ def sync_conflicts(odb: OrchestratorDB) -> tuple[int, int]:
 
 
 def open_insights(odb: OrchestratorDB, limit: int) -> list[dict[str, Any]]:
-    """The newest ``limit`` open insights as JSON (one statement)."""
+    """The newest ``limit`` open insights as JSON (one statement); none on a file a writer
+    has not migrated to schema 6 yet (readers never migrate)."""
+    with odb.bound():
+        if schema_version() < REFLECT_SCHEMA:
+            return []
     rows = odb.sql("SELECT insight_id, kind, memory_ids, ref, reason, created_at FROM insights "
                    "WHERE status = 'open' ORDER BY created_at DESC, insight_id LIMIT ?",
                    (limit,))
