@@ -20,8 +20,6 @@ import logging, os, sys, traceback
 # machinery, for every opentelemetry module imported. (redis-py imports the SDK itself
 # when it is installed: redis/observability/providers.py.)
 importers = set()
-ORCHMEM = tuple(os.path.join(sys.argv[3], layer) + os.sep
-                for layer in ("config", "models", "tasks", "worker"))
 
 class Watch:
     def find_spec(self, name, path=None, target=None):
@@ -45,6 +43,11 @@ for _ in range(10):
     bundle = client.recall("where is the probe")
 print("wrote ok, recalled", len(bundle.nodes))
 print("sdk loaded:", any(m.startswith("opentelemetry.sdk") for m in sys.modules))
+# orchmem's folders wherever this interpreter imports them from (the checkout, or
+# site-packages after a plain `pip install .`).
+import orchmem.config, orchmem.models, orchmem.tasks
+ORCHMEM = tuple(os.path.dirname(m.__file__) + os.sep for m in (
+    orchmem.config, orchmem.models, orchmem.tasks, sys.modules["orchmem.worker"]))
 print("orchmem imported otel from:", sorted(f for f in importers if f.startswith(ORCHMEM)))
 '''
 
