@@ -34,6 +34,9 @@ class TelemetrySettings(Section):
     metrics_interval_s: float = Field(30.0, ge=1.0, le=3600.0)
     #: Export metrics as well as traces.
     metrics: bool = True
+    #: Put the query's text on the recall span (``orchmem.recall.query``), for debugging;
+    #: never for a restricted read (docs/operations/tracing.md#query-text).
+    record_query_text: bool = False
 
 
 SAMPLERS = frozenset({"always_on", "always_off", "traceidratio", "parentbased_always_on",

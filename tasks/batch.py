@@ -88,7 +88,7 @@ def apply_batch(task: MemoryTask, waiting: Sequence[Waiting],
     positions in ``waiting``): its commit is done, the next orchestrator's not begun.
     One span for the batch links the trace of every delivery it applied; each delivery
     keeps its own task span, in its sender's trace."""
-    with spans.span(f"process {task.name} batch", {
+    with spans.span(names.task_span(names.SPAN_BATCH, task.name), {
             names.MESSAGING_SYSTEM: names.MESSAGING_SYSTEM_VALUE,
             names.MESSAGING_OPERATION: "process", names.TASK: task.name,
             names.MESSAGING_BATCH_COUNT: len(waiting)}, kind="consumer",

@@ -254,7 +254,7 @@ def observed(current: TaskRun) -> Iterator[None]:
     task = current.task
     orchestrator = current.orchestrator_id if isinstance(current.orchestrator_id, str) \
         else "?"
-    with spans.span(f"process {task.name}", {
+    with spans.span(names.task_span(names.SPAN_PROCESS, task.name), {
             names.MESSAGING_SYSTEM: names.MESSAGING_SYSTEM_VALUE,
             names.MESSAGING_OPERATION: "process", names.TASK: task.name,
             names.MESSAGING_MESSAGE_ID: str(task.request.id or ""),

@@ -183,7 +183,7 @@ def publish(app: Celery, env: Envelope, outbox: Outbox | None = None, *,
     keep = outbox if env.durable and not app.conf.task_always_eager else None
     if keep is not None:
         try:
-            with spans.span("orchmem.outbox.record", {names.DB_SYSTEM: names.DB_SYSTEM_VALUE,
+            with spans.span(names.SPAN_OUTBOX, {names.DB_SYSTEM: names.DB_SYSTEM_VALUE,
                                                       names.DB_OPERATION: "INSERT"}):
                 keep.record(env.key, env.task, env.payload)
         except StorageError as exc:

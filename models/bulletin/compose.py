@@ -35,6 +35,7 @@ from orchmem.models.core.shapes import format_ts, parse_ts
 from orchmem.models.storage.db.database import OrchestratorDB
 from orchmem.models.storage.search import bulletin_reads
 from orchmem.models.storage.visibility import DEFAULT_VIEW, View
+from orchmem.models.telemetry import names, spans
 
 __all__ = ["SECTIONS", "Bulletin", "Line", "build", "compose"]
 
@@ -213,7 +214,13 @@ def build(odb: OrchestratorDB, now: datetime, view: View = DEFAULT_VIEW) -> Bull
     Raises StorageError / MemoryCorrupt when the database cannot be read.
     """
     limits = odb.memory.bulletin
-    facts = bulletin_reads.facts(odb, take=limits.max_items_per_section,
-                                 low_confidence=limits.low_confidence, keep=unresolved,
-                                 view=replace(view, include_restricted=False))
-    return compose(facts, limits, now)
+    with spans.span(names.SPAN_BULLETIN, {names.ORCHESTRATOR: odb.orchestrator_id}) as span:
+        facts = bulletin_reads.facts(odb, take=limits.max_items_per_section,
+                                     low_confidence=limits.low_confidence, keep=unresolved,
+                                     view=replace(view, include_restricted=False))
+        bulletin = compose(facts, limits, now)
+        if spans.enabled():
+            span.update({names.COUNT: sum(map(len, bulletin.sections.values())),
+                         names.TRUNCATED: bulletin.truncated,
+                         names.CHARS: len(bulletin.to_text())})
+        return bulletin

@@ -63,6 +63,8 @@ class FileOutcome:
     memory_ids: list[str] = field(default_factory=list)
     reason: str | None = None
     detail: str | None = None
+    #: When it was settled (``time.time_ns()``; 0: not yet): the end of its span.
+    finished_ns: int = field(default=0, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"file": self.file, "outcome": self.outcome}

@@ -33,6 +33,7 @@ between its checks and its read is put back into ``ingest/`` for the next scan
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -63,6 +64,7 @@ from orchmem.models.storage.delivery.manifest import (
     record_outcome,
 )
 from orchmem.models.storage.memories.events import add_event
+from orchmem.models.telemetry import names, spans
 from orchmem.models.writeback.apply import write_memories
 from orchmem.models.writeback.reconcile import Proposed
 
@@ -123,7 +125,9 @@ def process_all(odb: OrchestratorDB, candidates: list[Candidate], embed: Embed,
     content is then a duplicate)."""
     outcomes: list[FileOutcome | None] = []
     ready: list[_Ready] = []
+    begun: list[int] = []
     for candidate in candidates:
+        begun.append(time.time_ns())
         if any(r.claimed.name == candidate.name for r in ready):
             # Its claim would take the name in .inflight/ that a waiting file holds.
             _commit_ready(odb, ready, embed, task, outcomes)
@@ -143,7 +147,20 @@ def process_all(odb: OrchestratorDB, candidates: list[Candidate], embed: Embed,
         outcomes.append(None)
         ready.append(_Ready(len(outcomes) - 1, claimed, parsed))
     _commit_ready(odb, ready, embed, task, outcomes)
-    return [o for o in outcomes if o is not None]
+    done = [o for o in outcomes if o is not None]
+    if spans.enabled():
+        _file_spans(done, begun)
+    return done
+
+
+def _file_spans(outcomes: list[FileOutcome], begun: list[int]) -> None:
+    """One span per file, from the start of its check to its outcome (one per
+    candidate, in order): its name, outcome, reason code and memories, never its text."""
+    for outcome, started in zip(outcomes, begun, strict=False):
+        spans.record(names.SPAN_INGEST_FILE, {
+            names.FILE: outcome.file, names.OUTCOME: outcome.outcome,
+            names.REASON: outcome.reason or "", names.COUNT: len(outcome.memory_ids)},
+            started, outcome.finished_ns or time.time_ns())
 
 
 def _check(odb: OrchestratorDB, candidate: Candidate) -> FileOutcome | tuple[Candidate, Parsed]:
@@ -244,6 +261,7 @@ def settle_moves(odb: OrchestratorDB) -> None:
 
 
 def _logged(odb: OrchestratorDB, outcome: FileOutcome) -> FileOutcome:
+    outcome.finished_ns = time.time_ns()
     odb.log.write("ingest_file", file=outcome.file, outcome=outcome.outcome,
                   sha256=outcome.sha256 or None, memories=len(outcome.memory_ids),
                   reason=outcome.reason, detail=outcome.detail)
@@ -256,17 +274,22 @@ def scan(odb: OrchestratorDB, embed: Embed, task: str) -> dict[str, Any]:
     Raises ScopeViolation (``outside_workspace: ...``, also a memory.log line) when the
     ingest folders resolve outside the workspace; nothing is touched then.
     """
-    settings = odb.memory.ingest
-    refusal = outside_workspace(odb.workspace)
-    if refusal is not None:
-        odb.log.write("ingest_refused", reason="outside_workspace", detail=refusal)
-        raise ScopeViolation(f"outside_workspace: {refusal}")
-    odb.workspace.ensure()
-    settle_moves(odb)
-    ready, later = discover(odb.workspace, settings)
-    batch = ready[: settings.max_files_per_scan]
-    outcomes = process_all(odb, batch, embed, task) + later
-    counts = {name: sum(1 for o in outcomes if o.outcome == name)
-              for name in ("ingested", "rejected", "duplicate", "repaired", "skipped")}
-    return {**counts, "remaining": len(ready) - len(batch),
-            "files": [o.to_dict() for o in outcomes]}
+    with spans.span(names.SPAN_INGEST_SCAN, {names.ORCHESTRATOR: odb.orchestrator_id}) as span:
+        settings = odb.memory.ingest
+        refusal = outside_workspace(odb.workspace)
+        if refusal is not None:
+            odb.log.write("ingest_refused", reason="outside_workspace", detail=refusal)
+            span.set(names.OUTCOME, "outside_workspace")
+            raise ScopeViolation(f"outside_workspace: {refusal}")
+        odb.workspace.ensure()
+        settle_moves(odb)
+        ready, later = discover(odb.workspace, settings)
+        batch = ready[: settings.max_files_per_scan]
+        outcomes = process_all(odb, batch, embed, task) + later
+        counts = {name: sum(1 for o in outcomes if o.outcome == name)
+                  for name in ("ingested", "rejected", "duplicate", "repaired", "skipped")}
+        span.update({names.OUTCOME: "ok", names.COUNT: len(batch),
+                     names.REMAINING: len(ready) - len(batch),
+                     **{names.INGEST + name: n for name, n in counts.items()}})
+        return {**counts, "remaining": len(ready) - len(batch),
+                "files": [o.to_dict() for o in outcomes]}

@@ -31,6 +31,7 @@ from orchmem.config import (
 )
 from orchmem.config.memory_settings import RetrievalSettings
 from orchmem.models.core.contradictions import contradicted
+from orchmem.models.core.governance_fields import Sensitivity
 from orchmem.models.core.shapes import (
     MemoryNode,
     MemoryType,
@@ -82,6 +83,7 @@ from orchmem.models.storage.visibility import (
 from orchmem.models.telemetry import meters, names, spans
 from orchmem.models.workspace.folders import Workspace
 from orchmem.models.workspace.memlog import MemoryLog
+from orchmem.models.writeback.secrets import find_secrets
 
 if TYPE_CHECKING:
     import numpy as np
@@ -89,6 +91,8 @@ if TYPE_CHECKING:
 Mode = Literal["hybrid", "vector", "text"]
 #: Characters of the query given to the embedding model (it reads 256 tokens at most).
 MAX_EMBED_CHARS = 2000
+#: The sensitivities a recall may return and still have its query text recorded.
+OPEN_SENSITIVITIES = frozenset({Sensitivity.PUBLIC, Sensitivity.INTERNAL})
 
 
 def deny(databases: Databases, workspace: Workspace, message: str,
@@ -129,15 +133,38 @@ def _traced(function: Callable[P, RecallBundle]) -> Callable[P, RecallBundle]:
 
     @functools.wraps(function)
     def run(*args: P.args, **kwargs: P.kwargs) -> RecallBundle:
-        with spans.span("orchmem.recall", {names.ORCHESTRATOR: str(args[0] if args else "")
-                                           }) as traced:
+        with spans.span(names.SPAN_RECALL, {names.ORCHESTRATOR: str(args[0] if args else "")
+                                            }) as traced:
             bundle = function(*args, **kwargs)
             meters.recall_done(bundle.took_ms / 1000, len(bundle.nodes), bundle.mode)
+            mark = bundle.watermark or {}
+            if mark:
+                meters.projection_lag(int(mark.get("episodesBehindRuns", 0)),
+                                      int(mark.get("vectorsBehindMemories", 0)))
             if spans.enabled():
                 traced.update(_recall_attributes(bundle))
+                if _may_record_query(kwargs, bundle):
+                    traced.set(names.QUERY_TEXT, bundle.query)
             return bundle
 
     return run
+
+
+def _may_record_query(kwargs: dict[str, Any], bundle: RecallBundle) -> bool:
+    """Whether the recall span may hold the query's text: only with
+    ``telemetry.record_query_text`` on, and never for a restricted read: one whose view
+    admits restricted memories, that returned a confidential or restricted memory, or
+    whose query the secret detector flags (docs/operations/tracing.md#query-text)."""
+    databases = kwargs.get("databases")
+    if not isinstance(databases, Databases) or \
+            not databases.settings.telemetry.record_query_text:
+        return False
+    view = kwargs.get("view", DEFAULT_VIEW)
+    if not isinstance(view, View) or view.include_restricted:
+        return False
+    if any(node.memory.sensitivity not in OPEN_SENSITIVITIES for node in bundle.nodes):
+        return False
+    return not find_secrets(bundle.query)
 
 
 def _recall_attributes(bundle: RecallBundle) -> dict[str, Any]:
@@ -339,7 +366,7 @@ def _text_side(odb: OrchestratorDB, search: _Search, ahead: bool) -> _TextSide:
     of the vector on a helper thread (:meth:`OrchestratorDB.borrowing`: raw statements
     only), the hits' rows and ranking features (in turn, the rows are read with the
     vector side's, in one statement)."""
-    with spans.span("orchmem.recall.full_text") as traced:
+    with spans.span(names.SPAN_RECALL_FULL_TEXT) as traced:
         hits = fts.search(odb, search.text, limit=search.params.top_k_text,
                           statuses=search.statuses, types=search.types, within=search.within,
                           view=search.view) if search.mode in ("hybrid", "text") else []
@@ -428,7 +455,7 @@ Encoded: TypeAlias = "tuple[np.ndarray, str]"
 def _embed(odb: OrchestratorDB, text: str, warnings: list[str]) -> Encoded | None:
     """The query vector and the embedder's version, or None (and a warning) on failure."""
     try:
-        with spans.span("orchmem.recall.embed", {names.QUERY_CHARS: len(text)}):
+        with spans.span(names.SPAN_RECALL_EMBED, {names.QUERY_CHARS: len(text)}):
             settings = odb.settings.embedding
             embedder = get_embedder(settings)
             vector = query_vectors(settings.query_cache_size).vector(embedder,
@@ -478,7 +505,7 @@ def _answer(odb: OrchestratorDB, search: _Search, text: _TextSide,
     # with a reranker, the fused top rerank_top_k (models/recall/rerank.py)
     spec = search.params.reranker
     wide = max(search.limit, search.params.rerank_top_k) if spec else search.limit
-    with spans.span("orchmem.recall.fusion") as traced:
+    with spans.span(names.SPAN_RECALL_FUSION) as traced:
         ranked = fuse(vector_ids, text_ids, {**text.features, **_features(odb, more, search.view)},
                       search.params, now, widened(wide, search.asked), favoured_types(search.text),
                       keep=both(floor, valid_keep(rows, search.asked) if timed else None),
@@ -488,7 +515,7 @@ def _answer(odb: OrchestratorDB, search: _Search, text: _TextSide,
         if spec:
             ranked = _reranked(odb, spec, search, ranked, rows, warnings)
         traced.set(names.COUNT, len(ranked))
-    with spans.span("orchmem.recall.bundle", {names.COUNT: len(ranked)}):
+    with spans.span(names.SPAN_RECALL_BUNDLE, {names.COUNT: len(ranked)}):
         found = recall_reads.assembly(odb, [r.memory_id for r in ranked], search.view,
                                       search.statuses, rows, text.nodes)
         parts = bundle_parts(found, ranked, cosines, {h.memory_id: h.bm25 for h in text_hits},
@@ -555,7 +582,7 @@ def _vector_side(odb: OrchestratorDB, encoded: Encoded, search: _Search,
     def keep(ids: list[str]) -> set[str]:
         return recall_reads.passing(odb, ids, search.statuses, search.types, search.view)
 
-    with spans.span("orchmem.recall.vector_search") as traced:
+    with spans.span(names.SPAN_RECALL_VECTOR) as traced:
         hits, total = vectors.search(odb, query_vector, embedder=version,
                                      limit=search.params.top_k_vector, keep=keep,
                                      within=search.within, index=index)

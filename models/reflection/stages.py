@@ -41,6 +41,7 @@ from orchmem.models.storage.reflection import units as reflection
 from orchmem.models.storage.reflection.insights import StoredProposal
 from orchmem.models.storage.reflection.units import StoredUnit
 from orchmem.models.storage.search.vectors import VectorIndex, index_for
+from orchmem.models.telemetry import meters, names, spans
 
 META_CURSOR = "reflect_cursor"
 META_WATERMARK = "reflect_watermark"
@@ -49,7 +50,28 @@ META_LAST = "last_reflect_at"
 
 def reflect(odb: OrchestratorDB, embedder: Embedder, *, key: str,
             summariser: Summariser = extractive) -> dict[str, Any]:
-    """Run every stage once; returns their counts and the seconds each took."""
+    """Run every stage once; returns their counts and the seconds each took. One span
+    holds the counts, each stage's seconds and the outcome (``ok``, or the error's
+    type), which ``orchmem.reflection.runs`` counts."""
+    with spans.span(names.SPAN_REFLECT, {names.ORCHESTRATOR: odb.orchestrator_id,
+                                         names.KEY: key}) as span:
+        try:
+            result = _stages(odb, embedder, key=key, summariser=summariser)
+        except Exception as exc:
+            span.set(names.OUTCOME, type(exc).__name__)
+            meters.reflection_done(type(exc).__name__)
+            raise
+        if spans.enabled():
+            span.update({names.OUTCOME: "ok", **{
+                names.REFLECTION + name: value for name, value in result.items()
+                if isinstance(value, int | float) and not isinstance(value, bool)}, **{
+                names.SECONDS + stage: value for stage, value in result["seconds"].items()}})
+        meters.reflection_done("ok")
+        return result
+
+
+def _stages(odb: OrchestratorDB, embedder: Embedder, *, key: str,
+            summariser: Summariser) -> dict[str, Any]:
     seconds: dict[str, float] = {}
     counts: dict[str, Any] = {}
 

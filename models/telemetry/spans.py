@@ -114,6 +114,17 @@ def span(name: str, attributes: Attributes | None = None, *, kind: Kind = "inter
         attributes=dict(attributes or {}), links=linked))
 
 
+def record(name: str, attributes: Attributes, start_ns: int, end_ns: int) -> None:
+    """A span that already happened, from ``start_ns`` to ``end_ns`` (``time.time_ns()``
+    values), as a child of the current span: one step of work done in batches (an
+    ingested file, whose commit is its scan's)."""
+    tracer = _tracer
+    if tracer is None:
+        return
+    done = tracer.start_span(name, attributes=dict(attributes), start_time=start_ns)
+    done.end(end_time=max(start_ns, end_ns))
+
+
 def headers() -> dict[str, str]:
     """The current trace context as headers to send with a message ({} when off)."""
     if _tracer is None:

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
@@ -22,6 +22,11 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from orchmem_testing import free_port
+
+if TYPE_CHECKING:
+    from orchmem_testing import WorkerProcess
+
+    from orchmem.config import Settings
 
 
 @dataclass(frozen=True)
@@ -108,6 +113,19 @@ class OtlpReceiver:
             time.sleep(0.05)
         raise AssertionError(f"not received in {timeout}s; spans: "
                              f"{sorted({s.name for s in self.spans})}")
+
+
+@dataclass
+class Traced:
+    """A collector, settings with telemetry on, and a real worker exporting to it."""
+
+    receiver: OtlpReceiver
+    settings: Settings
+    worker: WorkerProcess
+    #: The worker's Prometheus endpoint (``.../metrics``).
+    metrics_url: str
+    #: Texts written or asked by the tests: no exported attribute may hold one.
+    secrets: list[str]
 
 
 def _value(value: AnyValue) -> Any:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from orchmem.config import OrchmemError
 from orchmem.models.execlog import checkpoints
 from orchmem.models.storage.execlog.entries import event_by_id
+from orchmem.models.telemetry import names, spans
 
 if TYPE_CHECKING:
     from orchmem.worker.client.memory_client import MemoryClient
@@ -27,15 +28,22 @@ def restore(client: MemoryClient, checkpoint_id: object,
             where: str = "checkpointId") -> dict[str, Any]:
     """The checkpoint's metadata (its ``ref`` is the state to load), after checking its
     schema version; raises MemoryValidationError / ScopeViolation / MemoryNotFound
-    naming ``where`` (logged)."""
-    try:
-        found = checkpoints.find(_reader(client), checkpoint_id, client.orchestrator_id,
-                                 where)
-        return checkpoints.check_restorable(found, client.memory.log, where)
-    except OrchmemError as exc:
-        client._log("checkpoint_refused", field=where, error=exc.code,
-                    message=str(exc)[:300])
-        raise
+    naming ``where`` (logged). Its span holds the checkpoint's id once found (a
+    refused id, which the caller typed, is not repeated) and the outcome."""
+    with spans.span(names.SPAN_CHECKPOINT_RESTORE,
+                    {names.ORCHESTRATOR: client.orchestrator_id}) as span:
+        try:
+            found = checkpoints.find(_reader(client), checkpoint_id, client.orchestrator_id,
+                                     where)
+            span.set(names.CHECKPOINT_ID, found["checkpointId"])
+            restored = checkpoints.check_restorable(found, client.memory.log, where)
+        except OrchmemError as exc:
+            span.set(names.OUTCOME, exc.code)
+            client._log("checkpoint_refused", field=where, error=exc.code,
+                        message=str(exc)[:300])
+            raise
+        span.set(names.OUTCOME, "ok")
+        return restored
 
 
 def diff(client: MemoryClient, a: object, b: object) -> dict[str, Any]:

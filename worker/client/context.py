@@ -12,10 +12,11 @@ from orchmem.config import OrchmemError
 from orchmem.models.core.shapes import MemoryNode, utc_now
 from orchmem.models.recall.bundle import RecallBundle
 from orchmem.models.recall.context import render_context
-from orchmem.models.recall.context_budget import relevant_memory, within_budget
+from orchmem.models.recall.context_budget import count_tokens, relevant_memory, within_budget
 from orchmem.models.recall.injection import injection
 from orchmem.models.storage.memories.rows import list_memories
 from orchmem.models.storage.visibility import View
+from orchmem.models.telemetry import meters, names, spans
 from orchmem.worker.client.handles import BulletinResult, Context
 from orchmem.worker.client.remote import empty_bundle
 from orchmem.worker.client.working import fresh_working
@@ -29,7 +30,32 @@ def build_context(client: MemoryClient, purpose: str, query: str,
                   format: str, max_chars: int | None, max_tokens: int | None,
                   episodic: bool | None, pressure: float | None) -> Context:
     """What ``context_for`` answers (its docstring says what each argument does).
-    ``view`` is never restricted (models/storage/visibility.py)."""
+    ``view`` is never restricted (models/storage/visibility.py). One span holds its
+    budget and what the block used of it (lengths, never its text); the share used
+    is recorded as ``orchmem.context.budget_use``."""
+    with spans.span(names.SPAN_CONTEXT, {names.ORCHESTRATOR: client.orchestrator_id,
+                                         names.CONTEXT_PURPOSE: str(purpose)[:40]}) as span:
+        context = _build(client, purpose, query, bulletin, working=working, view=view,
+                         format=format, max_chars=max_chars, max_tokens=max_tokens,
+                         episodic=episodic, pressure=pressure)
+        if spans.enabled() or meters.recording():
+            budget = min(max_chars or client.memory.context.max_chars,
+                         client.memory.context.max_chars)
+            tokens = count_tokens(context.text)
+            span.update({names.BUDGET: budget, names.USED: len(context.text),
+                         names.TOKENS_BUDGET: max_tokens or 0, names.TOKENS_USED: tokens,
+                         names.HITS: len(context.bundle.nodes)})
+            if max_tokens:
+                meters.context_built(purpose, tokens, max_tokens, "tokens")
+            else:
+                meters.context_built(purpose, len(context.text), budget, "chars")
+        return context
+
+
+def _build(client: MemoryClient, purpose: str, query: str,
+           bulletin: BulletinResult | None, *, working: bool, view: View,
+           format: str, max_chars: int | None, max_tokens: int | None,
+           episodic: bool | None, pressure: float | None) -> Context:
     limits = client.memory.context
     top_n = {"selector": limits.selector_top_n, "step": limits.step_top_n,
              "diagnostics": limits.diagnostics_top_n}.get(purpose)

@@ -211,7 +211,7 @@ class MemoryClient:
                  fresh: bool = False) -> WriteHandle:
         """:meth:`_publish_now` in a producer span: the parent of the worker's task span
         (the trace context travels in the message's headers: tasks/publish.py)."""
-        with span(f"publish {task}", {
+        with span(names.task_span(names.SPAN_PUBLISH, task), {
                 names.MESSAGING_SYSTEM: names.MESSAGING_SYSTEM_VALUE,
                 names.MESSAGING_OPERATION: "publish", names.TASK: task,
                 names.ORCHESTRATOR: self.orchestrator_id}, kind="producer") as traced:

@@ -7,7 +7,10 @@ main process serves them, together with the current depth of each shard queue, a
 
 - ``orchmem_tasks_total{task, outcome}`` (counter; outcome = Celery state),
 - ``orchmem_task_seconds{task}`` (histogram),
-- ``orchmem_queue_depth{queue}`` (gauge, read from Redis at each scrape).
+- ``orchmem_queue_depth{queue}`` (gauge, read from Redis at each scrape),
+- what the OpenTelemetry instruments of models/telemetry/meters.py record, named after
+  them with dots as underscores (:class:`PrometheusSink`): context budget use,
+  projection lag, schema migrations, reflection runs and re-embedded memories.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import redis
 from celery import signals
 
 from orchmem.config import Settings
+from orchmem.models.telemetry import meters
 from orchmem.models.workspace.private import private_dir
 from orchmem.worker.runtime.app import OrchmemCelery
 from orchmem.worker.runtime.redis_clients import broker_client
@@ -52,6 +56,54 @@ class QueueDepthCollector:
         yield gauge
 
 
+class PrometheusSink:
+    """The recordings of models/telemetry/meters.py as Prometheus metrics, each made
+    on its first recording (in the process that records it: a pool child's
+    multiprocess files are its own), named after its instrument
+    (``orchmem.schema.migrations`` → ``orchmem_schema_migrations_total``), with the
+    recording's attributes as labels (``orchmem.outcome`` → ``outcome``)."""
+
+    def __init__(self, registry: Any = None) -> None:
+        self.registry = registry
+        self.metrics: dict[str, Any] = {}
+
+    def record(self, name: str, kind: meters.Instrument, value: float,
+               attributes: dict[str, str]) -> None:
+        keys = sorted(attributes)
+        metric = self.metrics.get(name) or self._create(name, kind, keys)
+        labelled = metric.labels(*(attributes[k] for k in keys)) if keys else metric
+        if kind == "counter":
+            labelled.inc(value)
+        elif kind == "gauge":
+            labelled.set(value)
+        else:
+            labelled.observe(value)
+
+    def _create(self, name: str, kind: meters.Instrument, keys: list[str]) -> Any:
+        from prometheus_client import REGISTRY, Counter, Gauge, Histogram
+
+        described = meters.INSTRUMENTS[name][2]
+        options: dict[str, Any] = {"registry": self.registry or REGISTRY}
+        labels = [label_name(k) for k in keys]
+        metric_name = name.replace(".", "_")
+        if kind == "counter":
+            made: Any = Counter(metric_name, described, labels, **options)
+        elif kind == "gauge":
+            made = Gauge(metric_name, described, labels, multiprocess_mode="mostrecent",
+                         **options)
+        else:
+            options["buckets"] = meters.BUCKETS.get(name, Histogram.DEFAULT_BUCKETS)
+            made = Histogram(metric_name, described, labels, **options)
+        self.metrics[name] = made
+        return made
+
+
+def label_name(attribute: str) -> str:
+    """A Prometheus label for an attribute: ``orchmem.context.purpose`` →
+    ``context_purpose``."""
+    return attribute.removeprefix("orchmem.").replace(".", "_")
+
+
 def start_metrics(settings: Settings, app: OrchmemCelery, name: str, port: int,
                   queues: list[str]) -> Path:
     """Prepare the multiprocess folder, serve ``/metrics``, record tasks in children.
@@ -69,6 +121,7 @@ def start_metrics(settings: Settings, app: OrchmemCelery, name: str, port: int,
     registry.register(QueueDepthCollector(app.conf.broker_url, settings, queues))
     start_http_server(port, addr=settings.worker.metrics_address, registry=registry)
     _connect_task_signals()
+    meters.install_sink(PrometheusSink())
     logger.info("metrics on http://%s:%s/metrics", settings.worker.metrics_address, port)
     return folder
 

@@ -174,7 +174,7 @@ class OrchestratorDB:
         """The span of an outermost write transaction, its commit included."""
         if writing:
             return spans.NO_SPAN
-        return spans.span("sqlite transaction", {
+        return spans.span(names.SPAN_TRANSACTION, {
             names.DB_SYSTEM: names.DB_SYSTEM_VALUE, names.DB_OPERATION: "transaction",
             names.ORCHESTRATOR: self.orchestrator_id})
 

@@ -66,6 +66,7 @@ from orchmem.models.storage.schema.tables import (
     SCHEMA_VERSION,
     MetaRow,
 )
+from orchmem.models.telemetry import meters
 
 if TYPE_CHECKING:
     from orchmem.models.storage.db.database import OrchestratorDB
@@ -207,11 +208,14 @@ def migrate(odb: OrchestratorDB) -> list[int]:
     with odb.bound():
         found = schema_version()
     backup = take_backup(odb, f"premigrate-v{found}")
+    meters.migration("started")
     try:
         found, applied = _run_steps(odb)
     except Exception as exc:  # any failure of a step: roll back, restore, degrade
+        meters.migration("failed")
         _fail(odb, backup, found, exc)
         return []
+    meters.migration("completed")
     for version in applied:
         odb.log.write("schema_migrated", version=version, fromVersion=found,
                       backup=str(backup))

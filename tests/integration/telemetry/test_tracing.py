@@ -8,60 +8,18 @@ holds a memory's text or a query's."""
 
 from __future__ import annotations
 
-import os
 import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-import pytest
 from api_testing import ApiServer, start_api
-from orchmem_testing import RedisServer, WorkerProcess, make_settings
-from otlp_receiver import OtlpReceiver, ReceivedSpan
+from otlp_receiver import OtlpReceiver, ReceivedSpan, Traced
 
-from orchmem.config import Settings
 from orchmem.models.telemetry import setup
 from orchmem.worker import MemoryClient
 
 #: SpanKind values of the OTLP protobuf.
 SERVER, PRODUCER, CONSUMER = 2, 4, 5
-OTEL_ENV = {"OTEL_BSP_SCHEDULE_DELAY": "100", "OTEL_METRIC_EXPORT_INTERVAL": "1000"}
-
-
-@dataclass
-class Traced:
-    receiver: OtlpReceiver
-    settings: Settings
-    worker: WorkerProcess
-    #: Texts written or asked in this module: no exported attribute may hold one.
-    secrets: list[str]
-
-
-@pytest.fixture(scope="module")
-def traced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Traced]:
-    receiver = OtlpReceiver().start()
-    redis = RedisServer(tmp_path_factory.mktemp("otel-redis")).start()
-    env = {**OTEL_ENV, "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint}
-    saved = {name: os.environ.get(name) for name in [*env, "OTEL_SERVICE_NAME"]}
-    os.environ.update({**env, "OTEL_SERVICE_NAME": "orchmem-client"})
-    settings = make_settings(tmp_path_factory.mktemp("otel-root"), f"{redis.url}/0",
-                             worker={"visibility_timeout_s": 5},
-                             telemetry={"enabled": True, "metrics_interval_s": 1})
-    worker = WorkerProcess(settings, extra_env={**env, "OTEL_SERVICE_NAME": "orchmem-worker"})
-    try:
-        worker.start()
-        yield Traced(receiver, settings, worker, [])
-    finally:
-        worker.stop()
-        setup.shutdown()
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-        redis.stop()
-        receiver.stop()
 
 
 def _child(spans: list[ReceivedSpan], parent: ReceivedSpan, name: str) -> ReceivedSpan:
