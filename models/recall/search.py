@@ -162,7 +162,8 @@ def _may_record_query(kwargs: dict[str, Any], bundle: RecallBundle) -> bool:
     view = kwargs.get("view", DEFAULT_VIEW)
     if not isinstance(view, View) or view.include_restricted:
         return False
-    if any(node.memory.sensitivity not in OPEN_SENSITIVITIES for node in bundle.nodes):
+    if any(node.memory.sensitivity not in OPEN_SENSITIVITIES for node in bundle.nodes) or \
+            any(e.get("sensitivity") not in OPEN_SENSITIVITIES for e in bundle.episodes):
         return False
     return not find_secrets(bundle.query)
 
