@@ -60,6 +60,7 @@ from orchmem.models.execlog.rules import (
     first_sentence_of,
     new_run_id,
 )
+from orchmem.models.telemetry import names, spans
 from orchmem.worker.client.handles import WriteHandle
 
 if TYPE_CHECKING:
@@ -165,11 +166,18 @@ class RunLog:
     def checkpoint(self, ref: str, *, schema_version: int, parent_id: str | None = None,
                    step_id: str | None = None) -> str:
         """Log a checkpoint (a pointer to state); its parent is ``parent_id``, or this
-        run's previous checkpoint (the one it branched from, for its first)."""
+        run's previous checkpoint (the one it branched from, for its first). Its span
+        holds the ids and the state's schema version (never ``ref``), and is the parent
+        of the message that appends it."""
         parent_id = parent_id or self._last_checkpoint
-        self._last_checkpoint = self.event("checkpoint", step_id=step_id, checkpoint={
-            "ref": ref, "schemaVersion": schema_version,
-            **({"parentId": parent_id} if parent_id else {})})
+        with spans.span(names.SPAN_CHECKPOINT_CREATE, {
+                names.ORCHESTRATOR: self.client.orchestrator_id, names.RUN_ID: self.run_id,
+                names.SCHEMA_VERSION: schema_version,
+                names.PARENT_CHECKPOINT: bool(parent_id)}) as span:
+            self._last_checkpoint = self.event("checkpoint", step_id=step_id, checkpoint={
+                "ref": ref, "schemaVersion": schema_version,
+                **({"parentId": parent_id} if parent_id else {})})
+            span.set(names.CHECKPOINT_ID, self._last_checkpoint)
         return self._last_checkpoint
 
     def recorded(self, key: str) -> dict[str, Any] | None:

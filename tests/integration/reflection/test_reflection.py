@@ -12,9 +12,11 @@ from orchmem_testing import free_port, make_settings, unique_id
 
 from orchmem.config import Settings
 from orchmem.models.embedding.embedders import Embedder
+from orchmem.models.reflection import stages
 from orchmem.models.reflection.stages import META_CURSOR
 from orchmem.models.storage.memories.events import set_meta
 from orchmem.models.storage.reflection.insights import open_insights
+from orchmem.models.telemetry import meters, names
 from orchmem.worker import MemoryClient
 
 PORT_OLD = "The billing service runs on port 8080"
@@ -294,3 +296,33 @@ def test_working_md_holds_only_what_a_request_naming_nothing_may_see(
     assert "Ship the billing export" in text and ids[3] in text
     for hidden in ("safehouse", "Rua Augusta", "Vigo", ids[0], ids[2]):
         assert hidden not in text, hidden
+
+
+class Counted:
+    """A metrics sink (models/telemetry/meters.py) that keeps the outcomes it is given."""
+
+    def __init__(self) -> None:
+        self.outcomes: list[str] = []
+
+    def record(self, name: str, kind: str, value: float, attributes: dict[str, str]) -> None:
+        if name == names.M_REFLECTIONS:
+            self.outcomes.append(attributes[names.OUTCOME])
+
+
+def test_each_reflection_run_is_counted_by_its_outcome(client: MemoryClient,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    write(client, memory("The deploy runs on Fridays"), memory("Deploys need two reviewers"))
+
+    def fails(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        raise RuntimeError("summariser down")
+
+    counted = Counted()
+    meters.install_sink(counted)
+    try:
+        reflect(client)
+        monkeypatch.setattr(stages, "crystallize", fails)
+        failed = client.reflect().wait(120)
+    finally:
+        meters.install_sink(None)
+    assert failed is None or not failed["ok"]
+    assert counted.outcomes == ["ok", "RuntimeError"]

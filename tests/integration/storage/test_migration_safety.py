@@ -23,6 +23,7 @@ from orchmem.models.storage.db.stats import stats
 from orchmem.models.storage.delivery.outbox import Outbox, prune_done
 from orchmem.models.storage.schema import migrations
 from orchmem.models.storage.schema.tables import SCHEMA_VERSION
+from orchmem.models.telemetry import meters, names
 from orchmem.models.workspace.memlog import read_log
 from orchmem.models.writeback.apply import write_memories
 from orchmem.worker.cli.main import main
@@ -169,6 +170,34 @@ def test_a_failed_migration_restores_the_file_and_degrades_to_read_only(
     assert odb is not None and odb.meta("schema_version") == str(SCHEMA_VERSION)
     write_memories(odb, key="w1", task="t", memories=[memory])
     assert stats(odb)["degraded"] is None
+
+
+class Counted:
+    """A metrics sink (models/telemetry/meters.py) that keeps what it is given."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, float, dict[str, str]]] = []
+
+    def record(self, name: str, kind: str, value: float, attributes: dict[str, str]) -> None:
+        self.seen.append((name, value, attributes))
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_a_migration_is_counted_as_started_then_completed_or_failed(
+        legacy: Any, monkeypatch: pytest.MonkeyPatch, fails: bool) -> None:
+    if fails:
+        monkeypatch.setattr(migrations, "MIGRATIONS", [
+            migrations.Step(2, fails_after_its_ddl, migrations.downgrade_from_2)])
+    counted = Counted()
+    meters.install_sink(counted)
+    try:
+        odb = Databases(legacy["settings"]).open(ORCH)
+    finally:
+        meters.install_sink(None)
+    assert odb is not None and odb.workspace.degraded_marker.exists() is fails
+    assert counted.seen == [
+        (names.M_MIGRATIONS, 1, {names.OUTCOME: "started"}),
+        (names.M_MIGRATIONS, 1, {names.OUTCOME: "failed" if fails else "completed"})]
 
 
 def test_migrate_dry_run_and_all(legacy: Any) -> None:

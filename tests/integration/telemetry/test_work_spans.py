@@ -156,6 +156,11 @@ def test_log_append_checkpoints_and_their_restore_are_spans(traced: Traced) -> N
         and s.attributes.get(names.CHECKPOINTS)])
     assert appends[0].service == "orchmem-worker"
     assert appends[0].attributes[names.APPENDED] >= 1
+    created = _span(receiver, names.SPAN_CHECKPOINT_CREATE, "otel-log")
+    assert (created.attributes[names.CHECKPOINT_ID], created.attributes[names.RUN_ID],
+            created.attributes[names.SCHEMA_VERSION]) == (checkpoint, run.run_id, 1)
+    assert created.trace_id == appends[0].trace_id  # the worker's append continues it
+    assert len(_children(receiver, created, "publish orchmem.log")) == 1
     restored = _span(receiver, names.SPAN_CHECKPOINT_RESTORE, "otel-log")
     assert (restored.attributes[names.CHECKPOINT_ID], restored.attributes[names.OUTCOME]) \
         == (checkpoint, "ok")
@@ -252,7 +257,7 @@ def test_no_attribute_of_these_spans_holds_a_memory_a_file_or_a_query(
     exported = {s.name for s in receiver.spans}
     assert {names.SPAN_BULLETIN, names.SPAN_CONTEXT, names.SPAN_INGEST_SCAN,
             names.SPAN_INGEST_FILE, names.SPAN_REFLECT, names.SPAN_LOG_APPEND,
-            names.SPAN_CHECKPOINT_RESTORE} <= exported
+            names.SPAN_CHECKPOINT_CREATE, names.SPAN_CHECKPOINT_RESTORE} <= exported
     leaked = [(span.name, value) for span in receiver.spans for value in span.texts
               for secret in traced.secrets if secret in value or secret.lower() in value]
     assert leaked == []
