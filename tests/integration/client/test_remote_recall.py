@@ -254,7 +254,8 @@ def test_a_reader_writes_only_to_reply_keys(settings: Settings, app: OrchmemCele
 def test_a_reader_sends_no_task_events_and_counts_recalls_in_prometheus(isolated: Any) -> None:
     """reader.task_events is off by default (two events per recall, for Flower), and then
     the client sends no task-sent event for a recall either (Flower would list it as
-    never received); with --metrics-port the reader counts and times its recalls."""
+    never received); with --metrics-port the reader counts and times its recalls, and
+    serves the projection lag they saw."""
     import base64
     import json
     import urllib.request
@@ -281,6 +282,9 @@ def test_a_reader_sends_no_task_events_and_counts_recalls_in_prometheus(isolated
             urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5)
             .read().decode()), 30, message="reader metrics")
         assert 'orchmem_tasks_total{outcome="SUCCESS",task="orchmem.read.recall"} 1.0' in text
+        # What its recall saw of the projections (docs/operations/tracing.md#metrics).
+        assert 'orchmem_projection_lag{projection="vectors"} 0.0' in text
+        assert 'orchmem_projection_lag{projection="episodes"} 0.0' in text
         # A write-back's task-sent event shows that the channel carries events.
         MemoryClient(orch, settings).write_back(memories=[_memory("The glaze is blue")])
         seen = []

@@ -249,6 +249,11 @@ def test_the_query_text_is_recorded_only_when_asked_and_never_for_a_restricted_r
     found = asking.recall(confidential, top_n=5)
     assert any(n.memory.sensitivity.value == "confidential" for n in found.nodes)
     assert names.QUERY_TEXT not in _recall_span(traced, "otel-query", confidential).attributes
+    holds_a_key = "was key AKIAIOSFODNN7EXAMPLE rotated on the cluster"
+    traced.secrets.append("AKIAIOSFODNN7EXAMPLE")
+    keyed = asking.recall(holds_a_key, top_n=1)
+    assert [n.memory.sensitivity.value for n in keyed.nodes] == ["internal"]  # the key alone
+    assert names.QUERY_TEXT not in _recall_span(traced, "otel-query", holds_a_key).attributes
 
 def test_no_attribute_of_these_spans_holds_a_memory_a_file_or_a_query(
         traced: Traced) -> None:
