@@ -21,6 +21,9 @@ from orchmem.worker.client.handles import BulletinResult, Context
 from orchmem.worker.client.remote import empty_bundle
 from orchmem.worker.client.working import fresh_working
 
+#: The purposes a context block is built for.
+PURPOSES = ("selector", "step", "diagnostics")
+
 if TYPE_CHECKING:
     from orchmem.worker.client.memory_client import MemoryClient
 
@@ -33,8 +36,9 @@ def build_context(client: MemoryClient, purpose: str, query: str,
     ``view`` is never restricted (models/storage/visibility.py). One span holds its
     budget and what the block used of it (lengths, never its text); the share used
     is recorded as ``orchmem.context.budget_use``."""
+    known = purpose if purpose in PURPOSES else "invalid"  # never the caller's text
     with spans.span(names.SPAN_CONTEXT, {names.ORCHESTRATOR: client.orchestrator_id,
-                                         names.CONTEXT_PURPOSE: str(purpose)[:40]}) as span:
+                                         names.CONTEXT_PURPOSE: known}) as span:
         context = _build(client, purpose, query, bulletin, working=working, view=view,
                          format=format, max_chars=max_chars, max_tokens=max_tokens,
                          episodic=episodic, pressure=pressure)
