@@ -123,3 +123,10 @@ def test_no_summary_that_only_restates_an_event_statement(tmp_path: Path) -> Non
 def test_a_bad_setting_is_refused_naming_it(tmp_path: Path, key: str, value: Any) -> None:
     with pytest.raises(ConfigError, match=f"memory.writeback.{key}"):
         make_settings(tmp_path, "", memory={"writeback": {key: value}})
+
+
+def test_a_bad_override_for_one_orchestrator_is_refused_naming_it(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"orchestrators\.o1\.memory\.writeback\."
+                                          r"episodic_summary"):
+        make_settings(tmp_path, "", orchestrators={
+            "o1": {"memory": {"writeback": {"episodic_summary": "often"}}}})
