@@ -77,20 +77,20 @@ def key_lines(messages: Sequence[Sequence[str]], budget: int) -> str:
     chosen = [(m, i) for m, i in firsts if i is not None]
     if not chosen:
         chosen = [(0, 0)]
-    picked: list[tuple[int, int]] = []
+    picked: set[tuple[int, int]] = set()
     used = -1
     for m, i in chosen:
         cost = len(messages[m][i]) + 1
         if picked and used + cost > budget:
             break
-        picked.append((m, i))
+        picked.add((m, i))
         used += cost
     for m, sentences in enumerate(messages):
         for i, sentence in enumerate(sentences):
-            if (m, i) in picked or not _is_detail(sentence) or _SMALL_TALK.match(sentence):
+            if used + len(sentence) + 1 > budget or (m, i) in picked:
                 continue
-            if used + len(sentence) + 1 <= budget:
-                picked.append((m, i))
+            if _is_detail(sentence) and not _SMALL_TALK.match(sentence):
+                picked.add((m, i))
                 used += len(sentence) + 1
     text = " ".join(messages[m][i] for m, i in sorted(picked))
     return cut(text, budget)
