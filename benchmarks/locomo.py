@@ -16,6 +16,16 @@ conversation (benchmarks/data/unrelated_questions.txt, asked of every conversati
     python benchmarks/locomo.py --conversations 2     # a quick run
     python benchmarks/locomo.py --hybrid-only --crystals   # reflect first: crystals too
     python benchmarks/locomo.py --variants hybrid,router   # some variants only
+    python benchmarks/locomo.py --variants hybrid,router --episodic-capture
+
+``--episodic-capture`` adds the summary of every exchange that episodic capture
+(``memory.writeback.episodic_summary``) would store, linked to its turns
+(benchmarks/_episodic.py); a summary in the top k counts the turns it quotes, and
+``strict_by_category`` gives recall@10 counting the turns alone.
+The report's ``router_sources_by_category`` counts, per category, the sources the
+router's plan says it read (``plan.sources``; a plan without them read the memories
+alone), and ``episodic_joins_by_category`` how many questions would bring the episodic
+tier into ``context_for`` (models/recall/injection.py, the default settings).
 
 The router's variants (models/recall/router.py): ``router`` is the whole plan; each
 ``router-no-*`` leaves one part out (an ablation): ``-time`` the question's window
@@ -55,9 +65,10 @@ from typing import Any
 from _harness import emit, temp_root
 
 from orchmem.config import load_settings
-from orchmem.config.memory_settings import RetrievalSettings
+from orchmem.config.memory_settings import ContextSettings, RetrievalSettings
 from orchmem.models.core.shapes import MemoryInput, validate
 from orchmem.models.embedding.embedders import get_embedder
+from orchmem.models.recall.injection import injection
 from orchmem.models.recall.router import Plan
 from orchmem.models.recall.router import plan as route_plan
 from orchmem.models.recall.search import recall
@@ -170,6 +181,13 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
     #: Per variant: (conversation, category, recall@10) of each question.
     per_question: dict[str, list[tuple[str, str, float]]] = {v: [] for v in variants}
     intents: dict[str, dict[str, int]] = {c: {} for c in CATEGORIES.values()}
+    sources: dict[str, dict[str, int]] = {c: {} for c in CATEGORIES.values()}
+    joins: dict[str, int] = dict.fromkeys(CATEGORIES.values(), 0)
+    #: Per variant and category: recall@10 counting turns only; summaries in the top 10.
+    strict: dict[str, dict[str, list[float]]] = {
+        v: {c: [] for c in CATEGORIES.values()} for v in variants}
+    summary_slots: dict[str, list[int]] = {v: [] for v in variants}
+    summaries = 0
     with temp_root(args.root) as root:
         # Without the query cache every variant embeds its own query, as a recall does
         # in use (with it, the first variant would pay for the others' embedding, and
@@ -185,6 +203,12 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
             odb = databases.open(orch)
             mapping, last, composed = load_conversation(odb, sample, embedder, args.turn_context)
             with_context += composed
+            turns_only = dict(mapping)
+            if args.episodic_capture:
+                from _episodic import capture_conversation
+                captured = capture_conversation(odb, sample, embedder, mapping)
+                summaries += len(captured)
+                mapping.update(captured)
             if args.crystals:  # a crystal finds the turns it quotes (benchmarks/reflect.py)
                 from reflect import crystallize_conversation
                 mapping.update(crystallize_conversation(odb, embedder, mapping))
@@ -198,6 +222,8 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
                     continue
                 questions += 1
                 category = CATEGORIES[qa["category"]]
+                if injection(ContextSettings(), qa["question"], None, now).reason:
+                    joins[category] += 1
                 # The variants take turns going first (with --query-cache, the first one
                 # pays for the query's embedding, the others find it in the cache).
                 order = list(variants.items())
@@ -210,6 +236,13 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
                     if name == "router" and bundle.plan:
                         intents[category][bundle.plan["intent"]] = \
                             intents[category].get(bundle.plan["intent"], 0) + 1
+                        for read in bundle.plan.get("sources") or [{"source": "memories"}]:
+                            sources[category][read["source"]] = \
+                                sources[category].get(read["source"], 0) + 1
+                    top10 = bundle.memory_ids[:10]
+                    strict[name][category].append(
+                        len(_dia_at_k(top10, turns_only, 10) & set(evidence)) / len(evidence))
+                    summary_slots[name].append(sum(m not in turns_only for m in top10))
                     for k in KS:
                         top = _dia_at_k(bundle.memory_ids, mapping, k)
                         fraction = len(top & set(evidence)) / len(evidence)
@@ -236,6 +269,10 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
                               "turn_context_words": args.turn_context,
                               "turns_embedded_with_context": with_context,
                               "router_intents_by_category": intents,
+                              "router_sources_by_category": sources,
+                              "episodic_joins_by_category": joins,
+                              "episodic_capture": bool(args.episodic_capture),
+                              "episodic_summaries": summaries,
                               "results": {}}
     for name in variants:
         entry = {f"recall@{k}": mean(totals[name]["all"][k]) for k in KS}
@@ -246,6 +283,10 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
         entry["latency_ms_p50"] = round(ordered[len(ordered) // 2], 2) if ordered else None
         entry["unrelated_empty_share"] = mean(empty[name])
         entry["recall@10_split"] = _split(per_question[name], set(args.held_out.split(",")))
+        if args.episodic_capture:
+            entry["strict_by_category"] = {c: mean(v) for c, v in strict[name].items()}
+            entry["strict_recall@10"] = mean([f for v in strict[name].values() for f in v])
+            entry["summaries_in_top10_mean"] = mean([float(n) for n in summary_slots[name]])
         report["results"][name] = entry
     r = report["results"]
     report["settings"] = base.model_dump()
@@ -295,6 +336,9 @@ def main() -> None:
     parser.add_argument("--turn-context", type=int, default=0, metavar="WORDS",
                         help="embed a turn of fewer than WORDS words with the turn before it "
                              "in its session (stored content unchanged; measured, not adopted)")
+    parser.add_argument("--episodic-capture", action="store_true",
+                        help="store the summary of every exchange, as "
+                             "memory.writeback.episodic_summary does, linked to its turns")
     parser.add_argument("--skip", type=int, default=0,
                         help="leave out the first N conversations (a held-out check)")
     emit(evaluate(parser.parse_args()))

@@ -125,6 +125,12 @@ class WritebackSettings(Section):
     related_similarity: float = Field(0.5, ge=0.0, le=1.0)
     max_memories_per_task: int = Field(500, ge=1, le=10_000)
     max_content_chars: int = Field(8000, ge=16, le=100_000)
+    #: Episodic capture: a transcript write-back also stores one summary of the exchange
+    #: (the user's and the assistant's key lines, tier episodic, linked to the statements
+    #: extracted from it; models/writeback/episodic.py).
+    episodic_summary: bool = False
+    #: The longest such summary, in characters.
+    episodic_summary_chars: int = Field(400, ge=80, le=4000)
 
 
 class BulletinSettings(Section):

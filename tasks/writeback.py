@@ -36,7 +36,8 @@ def _proposals(odb: OrchestratorDB, payload: Any) -> tuple[WritebackRequest, Pro
                               max_memories=limits.max_memories_per_task,
                               max_content_chars=limits.max_content_chars)
     proposals = build(request, load_extractor(limits.extractor), odb.workspace,
-                      limits.max_content_chars)
+                      limits.max_content_chars,
+                      limits.episodic_summary_chars if limits.episodic_summary else None)
     return request, proposals, proposals.items[: limits.max_memories_per_task]
 
 
@@ -95,7 +96,8 @@ def writeback(self: MemoryTask, orchestrator_id: str, payload: dict[str, Any]) -
             result["log"] = append_and_project(odb, key, events, format_ts(utc_now()))
 
         result = write_memories(
-            odb, key=key, task=self.name, memories=items, edges=request.edges,
+            odb, key=key, task=self.name, memories=items,
+            edges=[*request.edges, *proposals.edges_within(items)],
             embedder=embedder, also=log_step if events else None,
             extra_result={"skipped": proposals.skipped, "ignoredKeys": proposals.ignored_keys})
         odb.log.write("writeback", key=key, created=result["created"],

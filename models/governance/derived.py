@@ -226,7 +226,9 @@ REGISTRY: tuple[Derived, ...] = (
     Derived("proposals", "memory.db", ("proposals",),
             "proposals naming it lose their reason and topic", during=_proposals),
     Derived("crystals", "memory.db", ("crystals",),
-            "every crystal it is a unit of is hard-forgotten too", during=_crystals),
+            "every memory it is part of (a PartOf edge from it: a crystal of its topic, "
+            "the summary of the exchange it was said in) is hard-forgotten too",
+            during=_crystals),
     Derived("execution log and episodes", "memory.db",
             ("log_events", "episodes", "episode_memories", "episode_fts"),
             "cited events redacted, episodes rebuilt or their quoting words replaced, "

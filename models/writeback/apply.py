@@ -118,6 +118,8 @@ def _reconcile(odb: OrchestratorDB, key: str, proposals: list[Proposed],
                                         key=key)
                 tally.restated.append(memory_id)
             tally.ids.append(memory_id)
+            if proposed.memory.key:
+                tally.local[proposed.memory.key] = memory_id
             continue
         outcome = reconciler.apply(odb, memory_id, proposed, position)
         tally.ids.append(outcome.memory_id)

@@ -7,7 +7,11 @@
   ``todos`` -> Todo, ...); in text it is read as a document by the extractor:
   sourceType workflow_output, its workflowRunId and stepId;
 - ``diagnostics`` findings become Observations whose importance follows severity:
-  sourceType diagnostics, capturedBy system.
+  sourceType diagnostics, capturedBy system;
+- with episodic capture on (``episodic_chars``), a transcript also gives one summary
+  of its exchange (models/writeback/episodic.py): an Event of tier episodic, last of
+  the proposals, with the transcript's provenance, and a ``PartOf`` edge from each
+  statement extracted from the transcript to it (``Proposals.edges``, by local keys).
 
 Extracted candidates that break the schema (too long, say) are skipped and reported,
 never stored half-valid; explicit memories were validated with the request.
@@ -15,7 +19,7 @@ never stored half-valid; explicit memories were validated with the request.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -26,10 +30,18 @@ from orchmem.models.core.payloads import (
     WorkflowOutput,
     WritebackRequest,
 )
-from orchmem.models.core.shapes import MemoryInput, MemoryType, Source, validate
+from orchmem.models.core.shapes import (
+    EdgeInput,
+    EdgeType,
+    MemoryInput,
+    MemoryType,
+    Source,
+    validate,
+)
 from orchmem.models.workspace.folders import Workspace
+from orchmem.models.writeback.episodic import summarize_exchange
 from orchmem.models.writeback.extraction import Candidate, Extractor, Message, subject_of
-from orchmem.models.writeback.reconcile import Proposed
+from orchmem.models.writeback.reconcile import Proposed, same_gist
 
 #: JSON keys of a workflow output, and the memory type of their items.
 WORKFLOW_KEYS: dict[str, MemoryType] = {
@@ -48,6 +60,11 @@ WORKFLOW_IMPORTANCE = {MemoryType.DECISION: 75, MemoryType.TODO: 65, MemoryType.
                        MemoryType.EVENT: 45, MemoryType.OBSERVATION: 35}
 WORKFLOW_CONFIDENCE = 0.8
 SEVERITY_IMPORTANCE = {"info": 35, "warning": 55, "error": 75, "critical": 90}
+#: An exchange's summary: below the statements it links (an Event is 45).
+SUMMARY_IMPORTANCE = 40
+SUMMARY_CONFIDENCE = 0.8
+#: The prefix of the local keys that link a transcript's statements to its summary.
+SUMMARY_KEY = "_exchange"
 
 
 @dataclass
@@ -66,23 +83,37 @@ class Proposals:
     items: list[Proposed] = field(default_factory=list)
     skipped: list[dict[str, str]] = field(default_factory=list)
     ignored_keys: list[str] = field(default_factory=list)
+    #: Edges between proposals (by their local keys): statements -> their exchange.
+    edges: list[EdgeInput] = field(default_factory=list)
+
+    def edges_within(self, items: list[Proposed]) -> list[EdgeInput]:
+        """The edges whose two ends are among ``items`` (the proposals kept)."""
+        keys = {p.memory.key for p in items if p.memory.key}
+        return [e for e in self.edges if e.from_memory_id in keys and e.to_memory_id in keys]
 
 
 def build(request: WritebackRequest, extractor: Extractor, workspace: Workspace,
-          max_content_chars: int) -> Proposals:
-    """Every proposed memory of ``request``, explicit ones first, without vectors yet."""
+          max_content_chars: int, episodic_chars: int | None = None) -> Proposals:
+    """Every proposed memory of ``request``, explicit ones first, without vectors yet;
+    ``episodic_chars``: capture the transcript's exchange in a summary that long."""
     said = request.requested_at
     out = Proposals(items=[Proposed.explicit(
         m if m.created_at or said is None else m.model_copy(update={"created_at": said}))
         for m in request.memories])
+    statements: list[int] = []
     if request.channel_transcript is not None:
+        first = len(out.items)
         _from_transcript(out, request.channel_transcript, extractor, workspace,
                          max_content_chars, said)
+        statements = list(range(first, len(out.items)))
     if request.workflow_output is not None:
         _from_workflow(out, request.workflow_output, extractor, workspace, max_content_chars,
                        said)
     if request.diagnostics is not None:
         _from_diagnostics(out, request.diagnostics, workspace, max_content_chars, said)
+    if request.channel_transcript is not None and episodic_chars is not None:
+        # last, so that the ids of the other proposals do not depend on the setting
+        _exchange(out, request, statements, workspace, min(episodic_chars, max_content_chars))
     return out
 
 
@@ -183,3 +214,41 @@ def _from_diagnostics(out: Proposals, diagnostics: Diagnostics, workspace: Works
                               importance=SEVERITY_IMPORTANCE[finding.severity], confidence=0.9)
         _add(out, candidate, source, workspace, max_content_chars,
              f"diagnostics.findings.{index}", said=said)
+
+
+def _exchange(out: Proposals, request: WritebackRequest, statements: list[int],
+              workspace: Workspace, max_chars: int) -> None:
+    """Append the summary of the transcript's exchange and link its statements to it.
+
+    No summary when the transcript holds no exchange, or when it would only restate one
+    of its own statements of the same type (the statement is the record then)."""
+    transcript = request.channel_transcript
+    assert transcript is not None
+    content = summarize_exchange([Message(role=m.role, text=m.text)
+                                  for m in transcript.messages], max_chars)
+    said = [p.memory for p in (out.items[i] for i in statements)]
+    if content is None or any(m.type == MemoryType.EVENT and same_gist(content, m.content)
+                              for m in said):
+        return
+    taken = {p.memory.key for p in out.items if p.memory.key}
+    prefix = SUMMARY_KEY
+    while any(k.startswith(prefix) for k in taken):
+        prefix = f"_{prefix}"
+    at = next((m.at for m in transcript.messages if m.at), None) or request.requested_at
+    source = _Provenance({"sourceType": "channel_transcript", "capturedBy": "extractor",
+                          "conversationId": transcript.conversation_id},
+                         placement={**transcript.placement(transcript.conversation_id),
+                                    "tier": "episodic", "key": f"{prefix}.summary"})
+    before = len(out.items)
+    _add(out, Candidate(type=MemoryType.EVENT, content=content,
+                        importance=SUMMARY_IMPORTANCE, confidence=SUMMARY_CONFIDENCE),
+         source, workspace, max_chars, "channelTranscript.summary", said=at, since=at)
+    if len(out.items) == before:
+        return
+    for n, index in enumerate(statements):
+        key = f"{prefix}.{n}"
+        item = out.items[index]
+        out.items[index] = replace(item, memory=item.memory.model_copy(update={"key": key}))
+        out.edges.append(EdgeInput(from_memory_id=key, to_memory_id=f"{prefix}.summary",
+                                   edge_type=EdgeType.PART_OF, weight=1.0,
+                                   reason="said in this exchange"))
