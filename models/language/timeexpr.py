@@ -194,19 +194,39 @@ _BARE_MONTH = (re.compile(rf"\b(?:in|during)\s+(?:early\s+|late\s+|mid-?)?"
                _rule_bare_month)
 
 
+def _rule_bare_weekday(m: re.Match[str], anchor: date) -> tuple[date, date] | None:
+    back = (anchor.weekday() - _DAYS[m.group("day").lower()]) % 7 or 7
+    day = anchor - timedelta(days=back)
+    return day, day
+
+
+#: Only for a question in the past tense: "what did we talk about on Tuesday" is the last
+#: Tuesday before the anchor; "what is on Tuesday" could be either, and is left alone.
+_BARE_WEEKDAY = (re.compile(rf"\bon\s+(?P<day>{_DAY_RE})\b(?!['\u2019]s\b)", re.IGNORECASE),
+                 _rule_bare_weekday)
+_PAST_TENSE = re.compile(r"\b(?:did|was|were|had|happened|said|told|talked|discussed|spoke|"
+                         r"went|met|asked|mentioned|decided|agreed)\b", re.IGNORECASE)
+
+
 def resolve(text: str, anchor: datetime | date, *, bare_months: bool = False
             ) -> list[TimeRef]:
     """Every dated phrase of ``text`` with the days it names, in text order.
 
     Overlapping matches keep the first rule's (the more specific: a full date beats the
     year inside it). ``bare_months``: a month without a year ("in June") is the last one
-    begun by the anchor (for a question; a statement's could be ahead).
+    begun by the anchor, and in a past-tense question "on Tuesday" is the last Tuesday
+    before it (for a question; a statement's could be ahead).
     """
     day = anchor.date() if isinstance(anchor, datetime) else anchor
     head = text[:MAX_SCAN_CHARS]
     taken: list[tuple[int, int]] = []
     found: list[tuple[int, TimeRef]] = []
-    for pattern, rule in (*_RULES, _BARE_MONTH) if bare_months else _RULES:
+    rules = _RULES
+    if bare_months:
+        rules = (*rules, _BARE_MONTH)
+        if _PAST_TENSE.search(head):
+            rules = (*rules, _BARE_WEEKDAY)
+    for pattern, rule in rules:
         for m in pattern.finditer(head):
             if any(m.start() < end and start < m.end() for start, end in taken):
                 continue

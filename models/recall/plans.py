@@ -96,6 +96,12 @@ def gate_floor(floor: Keep, lower: Keep, candidates: set[str]) -> Keep:
     return lower if any(floor(m) for m in candidates) else floor
 
 
+def either(floor: Keep, kept: set[str]) -> Keep:
+    """``floor``, with the memories of ``kept`` passing it whatever their cosine (the
+    window list of a question that names days and nothing else)."""
+    return lambda memory_id: memory_id in kept or floor(memory_id)
+
+
 def valid_keep(rows: Mapping[str, Row], asked: Asked) -> Keep:
     """A candidate filter: valid at ``asked.as_of`` and known at ``asked.known_at``."""
     def keep(memory_id: str) -> bool:

@@ -33,6 +33,7 @@ from typing import Any
 
 from orchmem.models.language.intent import IDENTITY_QUESTION
 from orchmem.models.language.speakers import named
+from orchmem.models.language.textquery import STOPWORDS
 from orchmem.models.language.timeexpr import TimeRef, resolve, window
 
 #: Characters of a query the rules look at.
@@ -116,6 +117,9 @@ class Plan:
     #: it added, instead of before it, handed on with the hits' scores
     #: (models/recall/plans.py ``planned``).
     favour_after_expansion: bool = False
+    #: The question names days and nothing else to find ("what did we talk about on
+    #: Tuesday?"): its window list is the answer, kept whatever its cosine.
+    window_only: bool = False
 
     def dump(self) -> dict[str, Any]:
         return {"intent": self.intent.value,
@@ -132,7 +136,8 @@ class Plan:
                 "speakerLabels": self.speaker_labels, "speakers": list(self.speakers),
                 "datedHits": self.dated_hits, "datedAfterDays": self.dated_after_days,
                 "answeredFloor": list(self.answered_floor) if self.answered_floor else None,
-                "favourAfterExpansion": self.favour_after_expansion}
+                "favourAfterExpansion": self.favour_after_expansion,
+                "windowOnly": self.window_only}
 
 
 def classify(query: str, refs: list[TimeRef] | None = None) -> Intent:
@@ -180,13 +185,32 @@ ANSWERED_FLOOR = (0.2, 0.1)
 MAX_DATED_SCAN = 1000
 
 
+#: Words of a question about a conversation that name no topic of it.
+_CONVERSATION_WORDS = frozenset((
+    "talk", "talked", "talking", "discuss", "discussed", "say", "said", "chat", "chatted",
+    "speak", "spoke", "happen", "happened", "go", "went", "us", "anything", "something",
+    "else", "new", "tell", "remind", "again", "last", "time",
+))
+
+
+def _topicless(query: str, refs: list[TimeRef]) -> bool:
+    """True when nothing but the dated phrases, function words and words about talking
+    is left of ``query``: it asks what was said then, not about something."""
+    for ref in refs:
+        query = query.replace(ref.text, " ")
+    words = {w.lower() for w in re.findall(r"[^\W_]+", query)}
+    return not words - STOPWORDS - _CONVERSATION_WORDS
+
+
 def plan(query: str, now: datetime) -> Plan:
     """The retrieval plan for ``query``, its dated phrases resolved against ``now``."""
     refs = resolve(query[:MAX_ROUTE_CHARS], now, bare_months=True)
     intent = classify(query, refs)
     boost, dated, hits, share = _SHAPES[intent]
     span = window(refs)
-    return Plan(intent=intent, window=span, window_phrases=tuple(r.text for r in refs),
+    only = span is not None and _topicless(query[:MAX_ROUTE_CHARS], refs)
+    return Plan(intent=intent, window=span, window_only=only,
+                window_phrases=tuple(r.text for r in refs),
                 window_boost=boost if span else 0.0, dated_boost=0.0 if span else dated,
                 expand_hits=hits, expand_share=share, answer_share=ANSWER_SHARE,
                 asks_factor=ASKS_FACTOR, terse_factor=TERSE_FACTOR, dated_substance=True,

@@ -56,6 +56,7 @@ from orchmem.models.recall.plans import (
     after_fusion,
     both,
     dated,
+    either,
     focus,
     gate_floor,
     plan_dump,
@@ -497,6 +498,8 @@ def _answer(odb: OrchestratorDB, search: _Search, text: _TextSide,
         if lower is not None:  # the router's plan: the floor as a gate (plans.py)
             floor = gate_floor(floor, relevance_floor(cosines, found_by_text, search.params,
                                                       lower), {*vector_ids, *found_by_text})
+        if search.asked.plan is not None and search.asked.plan.window_only:
+            floor = either(floor, set(window))
     read = {i.memory_id for i in text.inputs}
     more = recall_reads.rank_inputs(
         odb, [m for m in {*vector_ids, *text_ids, *window} if m not in read])

@@ -8,6 +8,8 @@ A worker of its own (its own Redis), whose settings turn capture on for one orch
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -15,10 +17,11 @@ from orchmem_testing import RedisServer, WorkerProcess, make_settings, unique_id
 
 from orchmem.config import Settings
 from orchmem.models.core.shapes import MemoryNode
+from orchmem.models.recall.search import recall
 from orchmem.models.storage.db.database import Databases
 from orchmem.models.storage.memories.edges import edges_touching
 from orchmem.models.storage.memories.rows import list_memories
-from orchmem.models.storage.visibility import EVERYTHING
+from orchmem.models.storage.visibility import DEFAULT_VIEW, EVERYTHING
 from orchmem.worker import MemoryClient
 from orchmem.worker.runtime.app import create_app
 
@@ -26,6 +29,7 @@ TIMEOUT = 90
 ON = unique_id("capture-on")
 ON_TOO = unique_id("capture-on-forget")
 ON_AGAIN = unique_id("capture-on-again")
+ON_WEEKDAY = unique_id("capture-on-weekday")
 OFF = unique_id("capture-off")
 TRANSCRIPT = {"conversationId": "trip-planning", "messages": [
     {"role": "user", "text": "Hi! I moved to Lisbon last month. I prefer window seats on "
@@ -44,7 +48,8 @@ def capture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Settings
     server = RedisServer(folder / "redis").start()
     on = {"memory": {"writeback": {"episodic_summary": True}}}
     settings = make_settings(folder / "root", f"{server.url}/0",
-                             orchestrators={ON: on, ON_TOO: on, ON_AGAIN: on})
+                             orchestrators={ON: on, ON_TOO: on, ON_AGAIN: on,
+                                            ON_WEEKDAY: on})
     app = create_app(settings)
     worker = WorkerProcess(settings).start(app)
     try:
@@ -95,6 +100,35 @@ def test_capture_on_stores_one_linked_summary_recalled_for_what_we_talked_about(
 
     _write(capture, ON)  # the same exchange sent again adds no second summary
     assert len(_memories(capture[0], ON)) == len(memories)
+
+
+def test_what_did_we_talk_about_on_a_weekday_finds_that_days_summary(
+        capture: tuple[Settings, Any]) -> None:
+    """An exchange of two days ago, asked about by its weekday ("on Tuesday"): the
+    question names that day and nothing else, so the summary said in it is the answer,
+    though its words share almost nothing with the question's."""
+    settings, app = capture
+    now = datetime.now(UTC)
+    then = now - timedelta(days=2)
+    at = then.strftime("%Y-%m-%dT%H:%M:%SZ")
+    transcript = {**TRANSCRIPT, "messages": [{**m, "at": at} for m in TRANSCRIPT["messages"]]}
+    result = MemoryClient(ON_WEEKDAY, settings, app=app).write_back(
+        transcript=transcript).wait(TIMEOUT)
+    assert result is not None and result["ok"], result
+    [summary] = [m for m in _memories(settings, ON_WEEKDAY) if m.content == SUMMARY]
+    view = replace(DEFAULT_VIEW, tiers=("episodic",))
+    day = then.date().isoformat()
+    bundle = recall(ON_WEEKDAY, f"What did we talk about on {then:%A}?",
+                    databases=Databases(settings), now=now, view=view, route=True)
+    assert bundle.plan and bundle.plan["window"] == [day, day], bundle.plan
+    assert bundle.plan["windowOnly"] is True
+    # the summary first; the exchange's episodic statement (the booking) was said then too
+    assert [n.memory.memory_id for n in bundle.nodes][:1] == [summary.memory_id]
+    assert all(n.memory.valid_from.startswith(day) for n in bundle.nodes)
+    topical = recall(ON_WEEKDAY, f"What did we say about taxes on {then:%A}?",
+                     databases=Databases(settings), now=now, view=view, route=True)
+    assert topical.plan and topical.plan["windowOnly"] is False
+    assert topical.nodes == []  # a topic of its own: the floor holds
 
 
 def test_capture_off_stores_no_summary(capture: tuple[Settings, Any]) -> None:

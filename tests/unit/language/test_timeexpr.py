@@ -103,3 +103,22 @@ def test_a_statement_bare_month_is_left_alone() -> None:
     assert days("We're moving in June") == []
     assert resolve("in June 3rd", ANCHOR, bare_months=True)[0].text == "June 3rd"
     assert resolve("What did they plant in Jan's garden?", ANCHOR, bare_months=True) == []
+
+
+@pytest.mark.parametrize(("text", "day"), [
+    ("What did we talk about on Tuesday?", "2023-05-02"),
+    ("What was decided on Monday?", "2023-05-01"),  # the anchor's own weekday: a week back
+    ("what happened on fri", "2023-05-05"),
+])
+def test_a_past_tense_question_bare_weekday_is_the_last_one_before(text: str, day: str) -> None:
+    [ref] = resolve(text, ANCHOR, bare_months=True)
+    assert (ref.start.isoformat(), ref.end.isoformat()) == (day, day)
+
+
+@pytest.mark.parametrize("text", [
+    "What is on Tuesday?",  # ahead or behind: left alone
+    "What did we say on Tuesday's call?",  # a possessive names the call, not the day
+])
+def test_a_bare_weekday_not_asked_about_the_past_is_left_alone(text: str) -> None:
+    assert resolve(text, ANCHOR, bare_months=True) == []
+    assert days("We talked on Tuesday") == []  # a statement's weekday could be either
