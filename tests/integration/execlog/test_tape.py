@@ -1,0 +1,73 @@
+"""Memory snapshots on the log (the tape) in the client's in-process mode: which writes
+log one, that a caller cannot, and that a file older than the log still works."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from orchmem_testing import make_settings
+from orchmem_testing import open_odb as odb_of
+
+from orchmem.config import MemoryValidationError
+from orchmem.models.execlog.rules import check_log_request
+from orchmem.models.execlog.tape import rebuild_from_log
+from orchmem.models.storage.db.database import Databases
+from orchmem.models.storage.memories.events import add_event
+from orchmem.models.storage.schema.migrations import downgrade
+from orchmem.worker import MemoryClient
+
+ORCH = "tape-bot"
+
+
+@pytest.fixture
+def memory(tmp_path: Path) -> MemoryClient:
+    return MemoryClient(ORCH, make_settings(tmp_path / "root", ""), immediate=True)
+
+
+def snapshots(memory: MemoryClient) -> list[tuple[str, str]]:
+    return [(str(n), str(s)) for n, s in odb_of(memory).sql(
+        "SELECT name, status FROM log_events WHERE kind = 'memory_stored' ORDER BY seq")]
+
+
+def test_only_memories_written_from_a_run_are_snapshotted_and_each_change_adds_one(
+        memory: MemoryClient) -> None:
+    by_hand = memory.write_back(memories=[{"type": "Fact", "content": "Tea at four"}]).wait(30)
+    assert by_hand is not None and by_hand["ok"]
+    assert snapshots(memory) == []  # no run: not on the tape
+    with memory.run("plan") as run, run.step("decide") as step:
+        done = step.write_back(memories=[{"type": "Fact", "content": "Coffee at nine"}]).wait(30)
+    assert done is not None and done["ok"]
+    [memory_id] = done["memoryIds"]
+    assert snapshots(memory) == [(memory_id, "create")]
+    patched = memory.patch(memory_id, importance=90, reason="it matters").wait(30)
+    assert patched is not None and patched["ok"], patched
+    assert snapshots(memory) == [(memory_id, "create"), (memory_id, "patch")]
+    by_hand_patch = memory.patch(by_hand["memoryIds"][0], importance=90).wait(30)
+    assert by_hand_patch is not None and by_hand_patch["ok"]
+    assert len(snapshots(memory)) == 2
+
+
+def test_a_caller_cannot_log_a_snapshot(memory: MemoryClient) -> None:
+    with memory.run("plan") as run:
+        pass
+    with pytest.raises(MemoryValidationError, match=r"events\.0\.kind"):
+        check_log_request({"events": [{"runId": run.run_id, "kind": "memory_stored"}]},
+                          ORCH, memory.memory.log)
+
+
+def test_a_file_older_than_the_log_writes_and_rebuilds_nothing_from_it(
+        tmp_path: Path) -> None:
+    settings = make_settings(tmp_path / "root", "")
+    made = Databases(settings)
+    odb = made.open(ORCH)
+    assert odb is not None
+    downgrade(odb, 4)
+    made.close_all()
+    old = Databases(settings).open(ORCH, migrate_up=False)
+    assert old is not None and old.meta("schema_version") == "4"
+    with old.write():  # an audited change on a file without the log's tables
+        add_event("retract", ["m-none"], reason="old file")
+    report = rebuild_from_log(old, embedder=None, batch_size=8)
+    assert report["snapshots"] == 0 and report["written"]["records"] == 0
+    old.close()
