@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from orchmem.models.core.shapes import derive_id
@@ -57,10 +58,17 @@ def _orchestrator() -> str:
     return str(MemoryRow._meta.database.orchestrator_id)
 
 
-def _lines(kind: str, where: str, params: Sequence[Any], order: str) -> list[dict[str, Any]]:
+@lru_cache(maxsize=8)
+def _columns(kind: str) -> tuple[list[portable.Column], str]:
+    """The export columns of ``kind`` and their select list (the table classes' fields
+    do not change in a process)."""
     cols = portable.columns(kind)
+    return cols, ", ".join(f"t.{c.column}" for c in cols)
+
+
+def _lines(kind: str, where: str, params: Sequence[Any], order: str) -> list[dict[str, Any]]:
+    cols, select = _columns(kind)
     table = {"records": "memories", "sources": "memory_sources", "edges": "memory_edges"}[kind]
-    select = ", ".join(f"t.{c.column}" for c in cols)
     rows = run(f"SELECT {select} FROM {table} AS t WHERE {where} ORDER BY {order}",
                params).fetchall()
     return [{c.key: (json.loads(v) if c.kind == "json" and v is not None else v)

@@ -3,6 +3,7 @@ log one, that a caller cannot, and that a file older than the log still works.""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from orchmem.config import MemoryValidationError
 from orchmem.models.execlog.rules import check_log_request
 from orchmem.models.execlog.tape import rebuild_from_log
 from orchmem.models.storage.db.database import Databases
+from orchmem.models.storage.execlog.entries import read_log, tail_log
 from orchmem.models.storage.memories.events import add_event
 from orchmem.models.storage.schema.migrations import downgrade
 from orchmem.worker import MemoryClient
@@ -71,3 +73,20 @@ def test_a_file_older_than_the_log_writes_and_rebuilds_nothing_from_it(
     report = rebuild_from_log(old, embedder=None, batch_size=8)
     assert report["snapshots"] == 0 and report["written"]["records"] == 0
     old.close()
+
+
+def test_a_secret_stays_restricted_on_the_tape_and_out_of_every_log_reader(
+        memory: MemoryClient) -> None:
+    with memory.run("set up the server") as run, run.step("configure") as step:
+        done = step.write_back(memories=[
+            {"type": "Fact", "content": "My password is Hunter2qz9 for the staging box"}]
+        ).wait(30)
+    assert done is not None and done["ok"]
+    odb = odb_of(memory)
+    [(data,)] = odb.sql("SELECT data FROM log_events WHERE kind = 'memory_stored'")
+    record = json.loads(data)["record"]
+    assert record["sensitivity"] == "restricted"  # as the stored row: the detector ran first
+    assert record["content"] == odb.sql("SELECT content FROM memories")[0][0]
+    events, _ = read_log(odb, run_id=run.run_id, limit=100)
+    assert "Hunter2qz9" not in json.dumps(events + tail_log(odb, 100))
+    assert "memory_stored" not in {e["kind"] for e in events}
