@@ -243,7 +243,8 @@ REGISTRY: tuple[Derived, ...] = (
             "episode_fts merged", during=_log_and_episodes),
     Derived("memory snapshots on the log", "memory.db", ("log_events",),
             "its snapshots (a rebuild's source) lose their words, marked redacted; its "
-            "edges' reasons leave the snapshots of the memories at their other end",
+            "edges' reasons leave the snapshots of the memories at their other end (a "
+            "subject another memory took from it leaves that one's, with its row)",
             during=_log_snapshots),
     Derived("full-text index", "memory.db", ("memory_fts",),
             "merged (optimize) so no segment keeps its tokens", during=_fts),

@@ -15,14 +15,15 @@ log's readers (``orchmem log``, *what happened* answers, episodes, the archive) 
 them out; an event read by id shows the memoryId only, never the snapshot, which is read
 here alone. Their idempotency keys hold spaces, which no caller's key may: a caller
 cannot write one. A hard forget erases every snapshot of the memory (marked redacted,
-as a redacted event is) before its tombstone snapshot is appended, and takes the reasons
-of its edges out of its neighbours' snapshots.
+as a redacted event is) before its tombstone snapshot is appended, takes the reasons of
+its edges out of its neighbours' snapshots, and the subject another memory took from it
+out of that memory's snapshots.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -134,27 +135,49 @@ def snapshot_seqs(memory_id: str) -> list[int]:
         (first[0], KIND, memory_id)).fetchall()]
 
 
+def _rewrite(memory_id: str, change: Callable[[dict[str, Any]], bool]) -> int:
+    """Rewrite every snapshot of ``memory_id`` that ``change`` changes (in place; True
+    when it did); returns how many."""
+    changed = 0
+    for seq in snapshot_seqs(memory_id):
+        raw = run("SELECT data FROM log_events WHERE seq = ?", (seq,)).fetchone()[0]
+        data = json.loads(raw) if raw else None
+        if isinstance(data, dict) and change(data):
+            run("UPDATE log_events SET data = ? WHERE seq = ?",
+                (json.dumps(data, ensure_ascii=False, sort_keys=True), seq))
+            changed += 1
+    return changed
+
+
 def drop_edge_reasons(memory_id: str, neighbours: Sequence[str]) -> int:
     """Take the reasons of the edges touching ``memory_id`` out of the snapshots of
     ``neighbours`` (a hard forget of ``memory_id``); returns the snapshots rewritten."""
-    changed = 0
-    for neighbour in dict.fromkeys(neighbours):
-        for seq in snapshot_seqs(neighbour):
-            raw = run("SELECT data FROM log_events WHERE seq = ?", (seq,)).fetchone()[0]
-            data = json.loads(raw) if raw else None
-            if not isinstance(data, dict) or not isinstance(data.get("edges"), list):
-                continue
-            touched = False
-            for edge in data["edges"]:
-                if memory_id in (edge.get("fromMemoryId"), edge.get("toMemoryId")) \
-                        and edge.get("reason") is not None:
-                    edge["reason"] = None
-                    touched = True
-            if touched:
-                run("UPDATE log_events SET data = ? WHERE seq = ?",
-                    (json.dumps(data, ensure_ascii=False, sort_keys=True), seq))
-                changed += 1
-    return changed
+
+    def change(data: dict[str, Any]) -> bool:
+        touched = False
+        for edge in data.get("edges") or []:
+            if memory_id in (edge.get("fromMemoryId"), edge.get("toMemoryId")) \
+                    and edge.get("reason") is not None:
+                edge["reason"] = None
+                touched = True
+        return touched
+
+    return sum(_rewrite(neighbour, change) for neighbour in dict.fromkeys(neighbours))
+
+
+def release_subject(memory_id: str) -> int:
+    """Take the subject and value out of ``memory_id``'s snapshots (a hard forget of the
+    memory it took them from released them: forget.py); returns how many."""
+
+    def change(data: dict[str, Any]) -> bool:
+        record = data.get("record")
+        if not isinstance(record, dict) or (record.get("subject"), record.get("value")) \
+                == (None, None):
+            return False
+        record["subject"] = record["value"] = None
+        return True
+
+    return _rewrite(memory_id, change)
 
 
 def neighbours_of(memory_id: str) -> list[str]:

@@ -114,6 +114,8 @@ def test_memories_lost_come_back_from_the_log_with_the_same_ids_and_states(
     assert len(before["records"]) == 5 and len(before["edges"]) == 3
     vectors = sql(settings, orch_id, "SELECT count(*) FROM memory_embeddings")[0][0]
     assert vectors == 4  # every memory but the erased one
+    question = "how many loaves does the oven hold"
+    assert memory.recall(question).memory_ids[:1] == [ids["oven"]]
     lose_the_store(settings, orch_id)
     assert stored(settings, orch_id)["records"] == []
 
@@ -141,6 +143,8 @@ def test_memories_lost_come_back_from_the_log_with_the_same_ids_and_states(
                 "ON m.id = memory_fts.rowid WHERE memory_fts MATCH 'twelve'")
     assert found == [(ids["oven"],)]
     assert sql(settings, orch_id, "SELECT count(*) FROM memory_embeddings")[0][0] == vectors
+    # the client that recalled before the loss recalls from the rebuilt rows
+    assert memory.recall(question).memory_ids[:1] == [ids["oven"]]
 
     again = cli(settings, "rebuild", "--from-log", "--orch", orch_id, "--json")
     assert again.exit_code == 0, again.output
