@@ -131,7 +131,8 @@ def _edges(odb: OrchestratorDB, replay: Replay, new_ids: set[str]) -> list[dict[
             kept = chosen.setdefault(edge["edgeId"], edge)
             if edge.get("reason") is None:
                 kept["reason"] = None
-    return list(chosen.values())
+    stored_ids = stored.stored_edge_ids(odb, list(chosen))
+    return [edge for edge_id, edge in chosen.items() if edge_id not in stored_ids]
 
 
 def _write(odb: OrchestratorDB, replay: Replay) -> dict[str, int]:

@@ -188,6 +188,13 @@ def neighbours_of(memory_id: str) -> list[str]:
         (memory_id, memory_id)).fetchall()]
 
 
+def stored_edge_ids(odb: OrchestratorDB, edge_ids: Sequence[str]) -> set[str]:
+    """Those of ``edge_ids`` already stored."""
+    return {str(r[0]) for r in odb.sql(
+        "SELECT edge_id FROM memory_edges WHERE edge_id IN (SELECT value FROM json_each(?))",
+        (json.dumps(list(edge_ids)),))}
+
+
 def count_snapshots(odb: OrchestratorDB) -> int:
     """How many snapshots the log holds."""
     return int(odb.sql("SELECT count(*) FROM log_events WHERE kind = ?", (KIND,))[0][0])

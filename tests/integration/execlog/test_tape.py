@@ -90,3 +90,24 @@ def test_a_secret_stays_restricted_on_the_tape_and_out_of_every_log_reader(
     events, _ = read_log(odb, run_id=run.run_id, limit=100)
     assert "Hunter2qz9" not in json.dumps(events + tail_log(odb, 100))
     assert "memory_stored" not in {e["kind"] for e in events}
+
+
+def test_memories_hard_forgotten_by_their_run_come_back_as_tombstones_only(
+        memory: MemoryClient) -> None:
+    with memory.run("plan") as run, run.step("decide") as step:
+        done = step.write_back(memories=[
+            {"type": "Fact", "content": "The quarrystone bridge opens in May"},
+            {"type": "Fact", "content": "The quarrystone tunnel closes in June"}]).wait(30)
+    assert done is not None and done["ok"]
+    forgot = memory.forget_where(workflow_run_id=run.run_id, hard=True).wait(30)
+    assert forgot is not None and forgot["ok"] and forgot["count"] == 2, forgot
+    assert forgot["erased"]["logSnapshots"] == 2
+    odb = odb_of(memory)
+    assert odb.sql("SELECT count(*) FROM log_events WHERE text LIKE '%quarrystone%' "
+                   "OR data LIKE '%quarrystone%'") == [(0,)]
+    with odb.write():
+        odb.db.execute_sql("DELETE FROM memories")
+    report = rebuild_from_log(odb, embedder=None, batch_size=8)
+    assert report["written"]["records"] == 2 and report["written"]["tombstones"] == 2
+    assert sorted(odb.sql("SELECT memory_id, content, forgotten FROM memories")) == \
+        sorted((m, "", 1) for m in done["memoryIds"])
