@@ -15,6 +15,9 @@ A commit's time is the ``updated_at`` its transaction wrote (for a batch, writte
 inside the batch's transaction, so at most one batch's duration before its commit).
 In a burst the latency is mostly queueing; paced below capacity, the per-task cost.
 ``--batch-max 1`` turns batching off (one task per transaction, as before).
+``--in-run`` writes each memory from a run's step (its source names a run), which logs
+its snapshot on the execution log in the same transaction (the tape a rebuild from the
+log reads).
 
     python benchmarks/writeback_throughput.py --tasks 1000 --paced-tasks 500 --rate 100
 """
@@ -34,6 +37,7 @@ from _procs import cpu_by_part, redis_pids, worker_pids
 from orchmem.config import Settings
 from orchmem.models.core.shapes import parse_ts
 from orchmem.models.embedding.embedders import get_embedder
+from orchmem.models.execlog.rules import new_run_id
 from orchmem.models.storage.db.database import Databases
 from orchmem.tasks.publish import envelope, send_envelope
 from orchmem.tasks.writeback import WRITEBACK
@@ -48,7 +52,7 @@ CONTENDER = ("import torch\ntorch.set_num_threads(os.cpu_count() or 1)\n"
 
 
 def run(app: OrchmemCelery, orch: str, count: int, rate: float, tag: str,
-        outbox: bool) -> dict[str, Any]:
+        outbox: bool, source: dict[str, Any] = MANUAL) -> dict[str, Any]:
     """Publish ``count`` tasks (all at once, or at ``rate``/s); wait for every result.
 
     Without ``outbox`` the messages are sent as the client sends them, minus the
@@ -62,7 +66,7 @@ def run(app: OrchmemCelery, orch: str, count: int, rate: float, tag: str,
             time.sleep(max(0.0, start + i / rate - time.time()))
         content = f"{tag} memory {i}: the user mentioned item {i * 7919 % 10007} in {tag}"
         published[content] = time.time()
-        payload = {"memories": [{"type": "Fact", "content": content, "source": MANUAL}]}
+        payload = {"memories": [{"type": "Fact", "content": content, "source": source}]}
         results.append(publish(app, WRITEBACK, orch, "wb", payload)[1] if outbox else
                        send_envelope(app, envelope(orch, WRITEBACK, "wb", payload)))
     publish_s = time.time() - start
@@ -119,6 +123,8 @@ def main() -> None:
     parser.add_argument("--task-events", action=argparse.BooleanOptionalAction, default=True,
                         help="worker.task_events of the shard worker (Flower's task view)")
     parser.add_argument("--root", help="keep the data here (default: a temp folder)")
+    parser.add_argument("--in-run", action="store_true",
+                        help="each memory written from a run's step (snapshotted on the log)")
     args = parser.parse_args()
     contender = None
     with temp_root(args.root) as root, redis_server(root / "redis") as url:
@@ -140,10 +146,13 @@ def main() -> None:
             processes = worker_pids(root / "bench.toml"), redis_pids(url)
             try:
                 cpu_start = cpu_by_part(*processes)
-                burst = run(app, orch, args.tasks, 0.0, "burst", args.outbox)
+                source = {"sourceType": "workflow_output", "capturedBy": "system",
+                          "workflowRunId": new_run_id(orch), "stepId": "bench"} \
+                    if args.in_run else MANUAL
+                burst = run(app, orch, args.tasks, 0.0, "burst", args.outbox, source)
                 cpu_end = cpu_by_part(*processes)
-                paced = run(app, orch, args.paced_tasks, args.rate, "paced", args.outbox) \
-                    if args.paced_tasks else None
+                paced = run(app, orch, args.paced_tasks, args.rate, "paced", args.outbox,
+                            source) if args.paced_tasks else None
             finally:
                 if contender is not None:
                     contender.kill()
@@ -160,6 +169,7 @@ def main() -> None:
             "contention": args.contention,
             "sqlite_synchronous": args.synchronous,
             "publish_path": "outbox" if args.outbox else "direct",
+            "in_run": args.in_run,
             "cores": os.cpu_count(),
             "load_avg_1m": round(os.getloadavg()[0], 2),
             **{k: v for k, v in burst_figures.items() if k != "tasks"},

@@ -159,7 +159,8 @@ class IngestRejected(OrchmemError):
 
 
 class ImportRejected(OrchmemError):
-    """Raised when ``orchmem import`` refuses a folder; nothing of it was written.
+    """Raised when ``orchmem import`` refuses a folder, or ``orchmem rebuild --from-log``
+    the log's snapshots; nothing of it was written.
 
     ``reason`` is a stable code (``manifest``, ``hash_mismatch``, ``missing_file``,
     ``line_too_long``, ``bad_json``, ``bad_field``, ``order``, ``count_mismatch``,

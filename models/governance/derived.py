@@ -35,6 +35,7 @@ from orchmem.models.governance.forget_files import delete_files, processed_files
 from orchmem.models.storage.db.database import OrchestratorDB
 from orchmem.models.storage.delivery import deadletters, manifest
 from orchmem.models.storage.delivery.outbox import Outbox, prune_done
+from orchmem.models.storage.execlog import redaction, tape
 from orchmem.models.storage.execlog.archive import source_runs
 from orchmem.models.storage.execlog.redaction import cited_events, runs_of_memory
 from orchmem.models.storage.memories import rows as memories
@@ -138,6 +139,15 @@ def _log_and_episodes(f: Forgetting) -> None:
     f.erased["episodes"] = logged["episodes"]
 
 
+def _log_snapshots(f: Forgetting) -> None:
+    # Its snapshots lose their words (the tombstone's snapshot follows with the forget's
+    # audit event); its edges' reasons leave its neighbours' snapshots.
+    seqs = tape.snapshot_seqs(f.memory_id)
+    f.erased["logSnapshots"] = redaction.redact_events(
+        f.odb, seqs, format_ts(utc_now()), "forget_hard")[0] if seqs else 0
+    tape.drop_edge_reasons(f.memory_id, tape.neighbours_of(f.memory_id))
+
+
 def _fts(f: Forgetting) -> None:
     # Merging every segment drops the deleted tokens; until then they stay in the index.
     optimize_index(f.odb)
@@ -233,6 +243,11 @@ REGISTRY: tuple[Derived, ...] = (
             ("log_events", "episodes", "episode_memories", "episode_fts"),
             "cited events redacted, episodes rebuilt or their quoting words replaced, "
             "episode_fts merged", during=_log_and_episodes),
+    Derived("memory snapshots on the log", "memory.db", ("log_events",),
+            "its snapshots (a rebuild's source) lose their words, marked redacted; its "
+            "edges' reasons leave the snapshots of the memories at their other end (a "
+            "subject another memory took from it leaves that one's, with its row)",
+            during=_log_snapshots),
     Derived("full-text index", "memory.db", ("memory_fts",),
             "merged (optimize) so no segment keeps its tokens", during=_fts),
     Derived("row cache", "process", ("recall row cache",),

@@ -14,7 +14,7 @@ derived from memories (:mod:`.derived`): in the transaction for memory.db, after
 commit for the files, the WAL and the outbox (also on a redelivery). A tombstone event
 records the forget, without the content: its reason keeps none of the memory's words
 (they become ``[…]``). The result says what went: ``{"erased": {"deadLetters": n,
-"files": [paths], "logEvents": n, "episodes": n, "working": …}}``.
+"files": [paths], "logEvents": n, "logSnapshots": n, "episodes": n, "working": …}}``.
 """
 
 from __future__ import annotations
@@ -223,7 +223,7 @@ def _forget_policy(odb: OrchestratorDB, edit: ForgetPolicy, key: str) -> dict[st
     if edit.dry_run or not (ids or edit.hard):
         return result
     erased: dict[str, Any] = {"deadLetters": 0, "files": [], "logEvents": 0, "episodes": 0,
-                              "archivedEvents": 0}
+                              "archivedEvents": 0, "logSnapshots": 0}
     for memory_id in ids:
         one = _forget(odb, Forget(op="forget", memory_id=memory_id, hard=edit.hard,
                                   reason=reason,

@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from orchmem.config import MemoryValidationError
-from orchmem.models.core.shapes import EdgeInput, MemoryInput, derive_id
+from orchmem.models.core.shapes import EdgeInput, MemoryInput, derive_id, format_ts, utc_now
+from orchmem.models.execlog import tape
 from orchmem.models.storage.db.database import OrchestratorDB
 from orchmem.models.storage.delivery import receipts
 from orchmem.models.storage.memories import rows as stored_memories
@@ -50,7 +51,8 @@ def write_memories(
     Raises MemoryValidationError for an edge naming an unknown key, MemoryNotFound or
     ScopeViolation for an edge to a memory this orchestrator does not have; then
     nothing of the request is written. ``also(result)`` runs inside the transaction,
-    before it commits (ingest records its manifest row there).
+    before it commits (ingest records its manifest row there); then each memory created
+    from a run's step gets its snapshot on the execution log (models/execlog/tape.py).
     """
     proposals = [m if isinstance(m, Proposed) else Proposed.explicit(
         m, vectors[i] if vectors is not None else None) for i, m in enumerate(memories)]
@@ -81,6 +83,7 @@ def write_memories(
                   "edgeIds": edge_ids, "embedded": embedded, **(extra_result or {})}
         if also is not None:
             also(result)
+        _log_snapshots(odb, key, proposals, tally)
         receipts.finish(key, receipts.DONE, result)
     return {**result, "duplicate": False}
 
@@ -138,6 +141,17 @@ def _reconcile(odb: OrchestratorDB, key: str, proposals: list[Proposed],
         if proposed.memory.key:
             tally.local[proposed.memory.key] = outcome.memory_id
     return tally
+
+
+def _log_snapshots(odb: OrchestratorDB, key: str, proposals: list[Proposed],
+                   tally: _Tally) -> None:
+    """A snapshot on the execution log of each memory created from a run's step, after
+    its edges and its step's events (models/execlog/tape.py)."""
+    created = set(tally.created)
+    if created:
+        tape.log_created(odb, key, [(memory_id, p.memory.source) for memory_id, p
+                                    in zip(tally.ids, proposals, strict=True)
+                                    if memory_id in created], format_ts(utc_now()))
 
 
 def _resolve_end(ref: str, local: dict[str, str], where: str) -> str:

@@ -63,7 +63,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                'files.'),
     "rebuild": ("durability", "rebuild",
                'Drop derived data and rebuild it from the records (all parts when none is '
-               'named).'),
+               'named), or rebuild lost memories from the execution log (--from-log).'),
     "recall": ("memory", "recall",
                'Recall the memories most relevant to QUERY (hybrid: vectors + full text, fused '
                'by RRF).'),

@@ -8,8 +8,9 @@ from typing import Any
 
 import click
 
-from orchmem.config import MemoryNotFound, OrchmemError, Settings
+from orchmem.config import ImportRejected, MemoryNotFound, OrchmemError, Settings
 from orchmem.models.embedding.device import bulk_embedder
+from orchmem.models.execlog.tape import rebuild_from_log
 from orchmem.models.portability.rebuild import rebuild as rebuild_parts
 from orchmem.models.storage.db.backup import (
     check_backup,
@@ -30,7 +31,15 @@ from orchmem.models.storage.schema.migrations import (
 )
 from orchmem.models.workspace.folders import Workspace
 from orchmem.tasks.bulletin import write_bulletin
-from orchmem.worker.cli.common import Cli, emit, json_option, orch_option, pass_cli
+from orchmem.worker.cli.common import (
+    Cli,
+    emit,
+    fail,
+    json_option,
+    orch_option,
+    pass_cli,
+    require_orchestrator,
+)
 
 
 def open_writer(cli: Cli, orchestrator_id: str) -> tuple[Databases, OrchestratorDB]:
@@ -43,24 +52,8 @@ def open_writer(cli: Cli, orchestrator_id: str) -> tuple[Databases, Orchestrator
     return databases, odb
 
 
-@click.command()
-@orch_option
-@click.option("--fts", is_flag=True, help="Rebuild the full-text index.")
-@click.option("--vectors", is_flag=True, help="Drop every vector and embed again.")
-@click.option("--bulletin", is_flag=True, help="Write the bulletin snapshot again.")
-@json_option
-@pass_cli
-def rebuild(cli: Cli, orchestrator_id: str, fts: bool, vectors: bool, bulletin: bool,
-            as_json: bool) -> None:
-    """Drop derived data and rebuild it from the records (all parts when none is named).
-
-    Recall answers the same afterwards, ranks included. While vectors are rebuilt, recall
-    answers from the vectors already made plus full text.
-    """
-    if not (fts or vectors or bulletin):
-        fts = vectors = bulletin = True
-    settings = cli.settings
-    databases, odb = open_writer(cli, orchestrator_id)
+def _progress_bars() -> Any:
+    """A progress callback drawing one bar per part on stderr."""
     bars: dict[str, Any] = {}
 
     def progress(part: str, done: int, total: int) -> None:
@@ -69,10 +62,48 @@ def rebuild(cli: Cli, orchestrator_id: str, fts: bool, vectors: bool, bulletin: 
             bar = bars[part] = click.progressbar(length=max(total, 1), label=part,
                                                  file=sys.stderr)
             bar.__enter__()
-        bar.update(done - bar.pos)
+        bar.update(max(0, done - bar.pos))
         if done >= total:
             bar.__exit__(None, None, None)
 
+    return progress
+
+
+@click.command()
+@orch_option
+@click.option("--fts", is_flag=True, help="Rebuild the full-text index.")
+@click.option("--vectors", is_flag=True, help="Drop every vector and embed again.")
+@click.option("--bulletin", is_flag=True, help="Write the bulletin snapshot again.")
+@click.option("--from-log", is_flag=True,
+              help="Rebuild lost memories themselves, with the same ids, from their snapshots "
+                   "on the execution log (memories written from a run's step), then their "
+                   "full-text rows and vectors. A memory still stored is verified; one stored "
+                   "with other content refuses the rebuild; forgotten ones stay forgotten.")
+@click.option("--dry-run", is_flag=True,
+              help="With --from-log: report what would be written, write nothing.")
+@json_option
+@pass_cli
+def rebuild(cli: Cli, orchestrator_id: str, fts: bool, vectors: bool, bulletin: bool,
+            from_log: bool, dry_run: bool, as_json: bool) -> None:
+    """Drop derived data and rebuild it from the records (all parts when none is named),
+    or rebuild lost memories from the execution log (--from-log).
+
+    Recall answers the same afterwards, ranks included. While vectors are rebuilt, recall
+    answers from the vectors already made plus full text.
+    """
+    if dry_run and not from_log:
+        raise click.UsageError("--dry-run goes with --from-log")
+    if from_log and (fts or vectors or bulletin):
+        raise click.UsageError("--from-log rebuilds the memories with their full-text rows "
+                               "and vectors: name no other part")
+    if from_log:
+        _rebuild_from_log(cli, orchestrator_id, dry_run, as_json)
+        return
+    if not (fts or vectors or bulletin):
+        fts = vectors = bulletin = True
+    settings = cli.settings
+    databases, odb = open_writer(cli, orchestrator_id)
+    progress = _progress_bars()
     try:
         report = rebuild_parts(
             odb, fts=fts, vectors=vectors,
@@ -84,6 +115,29 @@ def rebuild(cli: Cli, orchestrator_id: str, fts: bool, vectors: bool, bulletin: 
     emit({"ok": True, "orchestratorId": orchestrator_id, **report}, as_json,
          "\n".join(f"{part}: " + ", ".join(f"{k} {v}" for k, v in done.items())
                    for part, done in report.items()))
+
+
+def _rebuild_from_log(cli: Cli, orchestrator_id: str, dry_run: bool, as_json: bool) -> None:
+    settings = cli.settings
+    require_orchestrator(settings, orchestrator_id)
+    databases, odb = open_writer(cli, orchestrator_id)
+    try:
+        report = rebuild_from_log(
+            odb, embedder=None if dry_run else bulk_embedder(settings.embedding),
+            batch_size=settings.embedding.batch_size, dry_run=dry_run,
+            progress=None if as_json else _progress_bars())
+    except ImportRejected as exc:  # a conflict: the memories it names, as JSON with --json
+        fail(exc, as_json)
+        return
+    finally:
+        databases.close_all()
+    written = report["written"]
+    text = (f"{'would write' if dry_run else 'wrote'} {written['records']} memories "
+            f"({written['tombstones']} forgotten), {written['sources']} sources, "
+            f"{written['edges']} edges from {report['snapshots']} snapshots on the log; "
+            f"{report['verified']} already stored, {report['erased']} erased by a hard "
+            f"forget; {report['vectors']} vectors embedded")
+    emit({"ok": True, "orchestratorId": orchestrator_id, **report}, as_json, text)
 
 
 def _targets(cli: Cli, orchestrator_id: str | None, every: bool) -> list[str]:

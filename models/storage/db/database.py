@@ -67,6 +67,8 @@ class GuardedSqliteDatabase(SqliteDatabase):
         super().__init__(*args, **kwargs)
         self.owner_pid = os.getpid()
         self.secret_rules = tuple(secret_rules)
+        #: The orchestrator whose file this is (set by OrchestratorDB).
+        self.orchestrator_id: str | None = None
 
     def _check_process(self) -> None:
         if os.getpid() != self.owner_pid:
@@ -113,6 +115,10 @@ class OrchestratorDB:
     #: Per-process caches derived from this database (the vector index).
     cache: dict[str, Any] = field(default_factory=dict, repr=False)
     _local: threading.local = field(default_factory=threading.local, repr=False)
+
+    def __post_init__(self) -> None:
+        # the statements that run on the bound database alone (the tape's eventIds) read it
+        self.db.orchestrator_id = self.workspace.orchestrator_id
 
     @property
     def orchestrator_id(self) -> str:

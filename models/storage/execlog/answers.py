@@ -14,7 +14,7 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from orchmem.models.storage.execlog.entries import COLUMNS, as_event, has_log
+from orchmem.models.storage.execlog.entries import COLUMNS, STORY, as_event, has_log
 
 if TYPE_CHECKING:
     from orchmem.models.storage.db.database import OrchestratorDB
@@ -75,7 +75,7 @@ def events_of_runs(odb: OrchestratorDB, run_ids: Sequence[str], after: int,
     if not run_ids:
         return [], None
     rows = odb.sql(f"SELECT {', '.join(COLUMNS)} FROM log_events WHERE run_id IN "
-                   "(SELECT value FROM json_each(?)) AND seq > ? ORDER BY seq LIMIT ?",
+                   f"(SELECT value FROM json_each(?)) AND seq > ? AND {STORY} ORDER BY seq LIMIT ?",
                    (json.dumps(list(run_ids)), after, limit + 1))
     events = [as_event(row) for row in rows[:limit]]
     return events, (int(events[-1]["seq"]) if len(rows) > limit and events else None)

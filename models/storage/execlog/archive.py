@@ -4,14 +4,15 @@ Events eligible for the archive were recorded before a cut, belong to runs whose
 episode is made (status ``projected``: nothing will be projected from them again), and
 are not audit-critical unless the policy says so. Audit-critical events are tool calls
 and results (side effects), checkpoints, replay-mode and compensation events, and every
-event of a replay.
+event of a replay. Memory snapshots (tape.py) are never archived: a rebuild from the log
+reads them there.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from orchmem.models.storage.execlog.entries import COLUMNS, as_event, has_log
+from orchmem.models.storage.execlog.entries import COLUMNS, STORY, as_event, has_log
 
 if TYPE_CHECKING:
     from orchmem.models.storage.db.database import OrchestratorDB
@@ -31,7 +32,7 @@ def archivable(odb: OrchestratorDB, before: str, *, audit_critical: bool,
         return []
     params: list[Any] = [before, *(() if audit_critical else AUDIT_CRITICAL_KINDS), limit]
     rows = odb.sql(
-        f"SELECT {', '.join(COLUMNS)} FROM log_events WHERE recorded_at < ? "
+        f"SELECT {', '.join(COLUMNS)} FROM log_events WHERE recorded_at < ? AND {STORY} "
         f"{'' if audit_critical else _NOT_CRITICAL}"
         "AND run_id IN (SELECT run_id FROM log_runs WHERE status = 'projected') "
         "ORDER BY seq LIMIT ?", params)

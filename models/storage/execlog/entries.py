@@ -42,6 +42,10 @@ _NEW_RUN = (
     "conversation_id = coalesce(conversation_id, excluded.conversation_id)")
 _END_RUN = ("UPDATE log_runs SET status = 'ended', outcome = ?, ended_at = ? "
             "WHERE run_id = ?")
+#: The kind of a memory's snapshot on the log (tape.py): not part of a run's story.
+SNAPSHOT_KIND = "memory_stored"
+#: The condition on an event that keeps snapshots out of a run's story.
+STORY = f"kind != '{SNAPSHOT_KIND}'"
 COLUMNS = ("seq", "event_id", "idempotency_key", "run_id", "step_id", "span_id",
            "parent_id", "kind", "name", "status", "actor", "digest", "text", "data",
            "checkpoint_ref", "checkpoint_schema", "parent_checkpoint_id", "replay",
@@ -124,9 +128,9 @@ def read_log(odb: OrchestratorDB, *, run_id: str | None = None, since: str | Non
             return [], None
         floor = max(floor, int(found[0][0]) - 1)
     params: list[Any] = [floor]
-    where = "seq > ?"
+    where = f"seq > ? AND {STORY}"
     if run_id is not None:
-        where, params = "run_id = ? AND seq > ?", [run_id, floor]
+        where, params = f"run_id = ? AND seq > ? AND {STORY}", [run_id, floor]
     rows = odb.sql(f"SELECT {', '.join(COLUMNS)} FROM log_events WHERE {where} "
                    "ORDER BY seq LIMIT ?", (*params, limit + 1))
     events = [as_event(row) for row in rows[:limit]]
@@ -140,7 +144,8 @@ def tail_log(odb: OrchestratorDB, count: int, run_id: str | None = None
     backwards from the end."""
     if not has_log(odb):
         return []
-    where, params = ("WHERE run_id = ?", [run_id]) if run_id is not None else ("", [])
+    where, params = (f"WHERE run_id = ? AND {STORY}", [run_id]) if run_id is not None \
+        else (f"WHERE {STORY}", [])
     rows = odb.sql(f"SELECT {', '.join(COLUMNS)} FROM log_events {where} "
                    "ORDER BY seq DESC LIMIT ?", (*params, count))
     return [as_event(row) for row in reversed(rows)]
@@ -153,6 +158,10 @@ def as_event(row: tuple[Any, ...]) -> dict[str, Any]:
              "checkpointSchemaVersion", "parentCheckpointId", "replay", "schemaVersion",
              "taskKey", "at", "recordedAt")
     event = {name: value for name, value in zip(names, row, strict=True) if value is not None}
+    if event.get("kind") == SNAPSHOT_KIND:
+        # a memory's snapshot (tape.py) is read by a rebuild alone: the memory itself is
+        # read through visibility.py
+        event.pop("data", None)
     if "data" in event:
         event["data"] = json.loads(event["data"])
         # a hard forget's marker (redaction.py): shown as its own field
@@ -197,7 +206,7 @@ def events_of_memory(odb: OrchestratorDB, memory_id: str) -> list[dict[str, Any]
         f"SELECT {', '.join('e.' + c for c in COLUMNS)} FROM memory_sources AS s "
         "JOIN log_events AS e ON e.run_id = s.workflow_run_id "
         "AND (s.step_id IS NULL OR e.step_id = s.step_id) "
-        "WHERE s.memory_id = ? ORDER BY e.seq LIMIT 500", (memory_id,))
+        f"WHERE s.memory_id = ? AND e.{STORY} ORDER BY e.seq LIMIT 500", (memory_id,))
     return [as_event(row) for row in rows]
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from orchmem.models.storage.execlog.entries import STORY
+
 if TYPE_CHECKING:
     from orchmem.models.storage.db.database import OrchestratorDB
     from orchmem.models.storage.visibility import View
@@ -41,7 +43,7 @@ def run_row(odb: OrchestratorDB, run_id: str) -> dict[str, Any] | None:
 def run_events(odb: OrchestratorDB, run_id: str) -> list[tuple[Any, ...]]:
     """``(kind, name, status, actor, text, step_id)`` of the run's events, in order."""
     return odb.sql("SELECT kind, name, status, actor, text, step_id FROM log_events "
-                   "WHERE run_id = ? ORDER BY seq", (run_id,))
+                   f"WHERE run_id = ? AND {STORY} ORDER BY seq", (run_id,))
 
 
 def memories_of_run(odb: OrchestratorDB, run_id: str, conversation_id: str | None

@@ -16,7 +16,7 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from orchmem.models.storage.execlog.entries import has_log
+from orchmem.models.storage.execlog.entries import STORY, has_log
 from orchmem.models.storage.search.fts import optimize_index
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ def cited_events(odb: OrchestratorDB, memory_id: str) -> list[int]:
     return [r[0] for r in odb.sql(
         "SELECT DISTINCT e.seq FROM memory_sources AS s JOIN log_events AS e "
         "ON e.run_id = s.workflow_run_id AND (s.step_id IS NULL OR e.step_id = s.step_id) "
-        "WHERE s.memory_id = ? ORDER BY e.seq", (memory_id,))]
+        f"WHERE s.memory_id = ? AND e.{STORY} ORDER BY e.seq", (memory_id,))]
 
 
 def runs_selected(odb: OrchestratorDB, run_id: str | None,
@@ -54,12 +54,14 @@ def runs_selected(odb: OrchestratorDB, run_id: str | None,
 
 
 def events_of_runs(odb: OrchestratorDB, run_ids: Sequence[str]) -> list[int]:
-    """Seqs of every event of ``run_ids``."""
+    """Seqs of every event of ``run_ids`` but the memory snapshots (tape.py: those of a
+    forgotten memory go with its own forget, the others' words are in their rows)."""
     seqs: list[int] = []
     for start in range(0, len(run_ids), _CHUNK):
         chunk = list(run_ids[start:start + _CHUNK])
         seqs += [r[0] for r in odb.sql(
-            "SELECT seq FROM log_events WHERE run_id IN (SELECT value FROM json_each(?))",
+            "SELECT seq FROM log_events WHERE run_id IN (SELECT value FROM json_each(?)) "
+            f"AND {STORY}",
             (json.dumps(chunk),))]
     return sorted(set(seqs))
 

@@ -29,16 +29,23 @@ EVENT_INDEX_SCHEMA = 2
 
 def add_event(op: str, memory_ids: Sequence[str], *, before: Any = None, after: Any = None,
               reason: str | None = None, actor: str = "system", key: str | None = None) -> int:
-    """Append one audit row and its ``memory_event_ids`` pairs; call inside a write
+    """Append one audit row and its ``memory_event_ids`` pairs, and a fresh snapshot on
+    the execution log of each memory that has one there; call inside a write
     transaction. Returns the event's id (the watermark)."""
+    at = format_ts(utc_now())
     event_id = int(run(_ADD_EVENT, (
         op, json.dumps(list(memory_ids)),
         json.dumps(before) if before is not None else None,
         json.dumps(after) if after is not None else None,
-        reason, actor, key, format_ts(utc_now()))).lastrowid)
+        reason, actor, key, at)).lastrowid)
     run_many("INSERT INTO memory_event_ids (memory_id, event_id) VALUES (?, ?)",
              [(m, event_id) for m in dict.fromkeys(memory_ids)])
     set_meta(META_EVENT_WATERMARK, str(event_id))
+    if memory_ids:
+        # a memory with snapshots on the log gets a fresh one (execlog/tape.py, which
+        # imports this module's neighbours: imported here, not at the top)
+        from orchmem.models.storage.execlog import tape
+        tape.after_audit(op, memory_ids, event_id, at)
     return event_id
 
 

@@ -16,6 +16,7 @@ import time
 
 from orchmem.models.core.shapes import Status, format_ts, utc_now
 from orchmem.models.storage.db.database import OrchestratorDB
+from orchmem.models.storage.execlog import tape
 from orchmem.models.storage.memories.events import naming
 from orchmem.models.storage.schema.tables import (
     MemoryEdgeRow,
@@ -98,3 +99,4 @@ def _release_subject(row: MemoryRow) -> None:
                                           MemoryRow.memory_id != row.memory_id):
         if not words <= set(_WORD.findall(other.content.casefold())):
             MemoryRow.update(subject=None, value=None).where(MemoryRow.id == other.id).execute()
+            tape.release_subject(other.memory_id)  # its snapshots on the log too

@@ -182,8 +182,9 @@ def test_stats_watermark_reports_each_projection_and_recall_warns_past_the_bound
     a_run(memory)
     odb = odb_of(memory)
     status = projection_status(odb)
-    assert status["log"]["seq"] == 8 and status["log"]["schemaVersion"] == 1
-    assert status["episodes"]["behindRuns"] == 0 and status["episodes"]["watermarkSeq"] == 8
+    # the run's 8 events and the snapshot of the memory its step wrote (tape.py)
+    assert status["log"]["seq"] == 9 and status["log"]["schemaVersion"] == 1
+    assert status["episodes"]["behindRuns"] == 0 and status["episodes"]["watermarkSeq"] == 9
     assert status["vectors"]["behindMemories"] == 0 and status["fts"]["behindMemories"] == 0
     # A run that ended, then got one more event: its episode is stale until projected.
     with sqlite3.connect(odb.workspace.db_path) as conn:
@@ -196,7 +197,7 @@ def test_stats_watermark_reports_each_projection_and_recall_warns_past_the_bound
     assert lag_warnings(odb, 1) == []
     bundle = memory.recall("parser")
     assert not any("episodes lag" in w for w in bundle.warnings)
-    assert bundle.watermark == {"logSeq": 8, "episodesBehindRuns": 1,
+    assert bundle.watermark == {"logSeq": 9, "episodesBehindRuns": 1,
                                 "vectorsBehindMemories": 0, "schemaVersion": 1}
     odb.memory.log.max_projection_lag = 0
     odb.cache.pop("recall_lags", None)
