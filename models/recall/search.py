@@ -53,6 +53,7 @@ from orchmem.models.recall.log_answer import log_answer
 from orchmem.models.recall.overlap import Overlap
 from orchmem.models.recall.plans import (
     Asked,
+    Keep,
     after_fusion,
     both,
     dated,
@@ -491,15 +492,7 @@ def _answer(odb: OrchestratorDB, search: _Search, text: _TextSide,
         cosines.update(vectors.similarities(odb, encoded[0], embedder=encoded[1],
                                             ids=[m for m in text_ids if m not in cosines],
                                             index=index))
-        # A memory of the asked days is held to full text's lower bar.
-        found_by_text = {*text_ids, *window}
-        floor = relevance_floor(cosines, found_by_text, search.params)
-        lower = search.asked.plan.answered_floor if search.asked.plan else None
-        if lower is not None:  # the router's plan: the floor as a gate (plans.py)
-            floor = gate_floor(floor, relevance_floor(cosines, found_by_text, search.params,
-                                                      lower), {*vector_ids, *found_by_text})
-        if search.asked.plan is not None and search.asked.plan.window_only:
-            floor = either(floor, set(window))
+        floor = _floor(search, cosines, text_ids, vector_ids, set(window))
     read = {i.memory_id for i in text.inputs}
     more = recall_reads.rank_inputs(
         odb, [m for m in {*vector_ids, *text_ids, *window} if m not in read])
@@ -555,6 +548,22 @@ def _admit(odb: OrchestratorDB, search: _Search, ids: list[str]) -> set[str]:
         rows = {i.memory_id: i.row for i in recall_reads.rank_inputs(odb, sorted(ok))}
         ok = {m for m in ok if valid_keep(rows, search.asked)(m)}
     return ok
+
+
+def _floor(search: _Search, cosines: dict[str, float], text_ids: list[str],
+           vector_ids: list[str], window: set[str]) -> Keep:
+    """The relevance floor of this recall's candidates: a memory of the asked days is
+    held to full text's lower bar; the router's plan makes it a gate (plans.py) and
+    keeps the window list of a question that names days and nothing else."""
+    found_by_text = {*text_ids, *window}
+    floor = relevance_floor(cosines, found_by_text, search.params)
+    plan = search.asked.plan
+    if plan is not None and plan.answered_floor is not None:
+        lower = relevance_floor(cosines, found_by_text, search.params, plan.answered_floor)
+        floor = gate_floor(floor, lower, {*vector_ids, *found_by_text})
+    if plan is not None and plan.window_only:
+        floor = either(floor, window)
+    return floor
 
 
 def relevance_floor(cosines: dict[str, float], text_ids: set[str],
