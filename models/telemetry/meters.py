@@ -43,7 +43,8 @@ INSTRUMENTS: dict[str, tuple[Instrument, str, str]] = {
 }
 
 #: Histogram buckets of the Prometheus sink, by instrument (its default otherwise).
-BUCKETS = {names.M_CONTEXT_BUDGET: (0.1, 0.25, 0.5, 0.75, 0.9, 1.0, 1.5)}
+BUCKETS = {names.M_CONTEXT_BUDGET: (0.1, 0.25, 0.5, 0.75, 0.9, 1.0, 1.5),
+           names.M_RECALL_HITS: (0, 1, 2, 5, 10, 20, 50)}
 
 
 class Sink(Protocol):
@@ -96,11 +97,10 @@ def _record(name: str, value: float, attributes: dict[str, str]) -> None:
 
 def recall_done(seconds: float, hits: int, mode: str) -> None:
     """One recall answered, in ``seconds``, with ``hits`` memories."""
-    if not _instruments:
-        return
-    attributes = {names.MODE: mode}
-    _instruments[names.M_RECALL_DURATION].record(seconds, attributes)
-    _instruments[names.M_RECALL_HITS].record(hits, attributes)
+    if recording():
+        attributes = {names.MODE: mode}
+        _record(names.M_RECALL_DURATION, seconds, attributes)
+        _record(names.M_RECALL_HITS, hits, attributes)
 
 
 def task_done(task: str, outcome: str, seconds: float, created: int,

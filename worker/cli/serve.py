@@ -48,8 +48,13 @@ def with_overrides(settings: Settings, **changes: Any) -> Settings:
 @click.option("--immediate", is_flag=True, default=None,
               help="Run tasks in this process: no broker or worker (one host; the server "
               "must then be the orchestrators' only writer).")
+@click.option("--metrics-port", type=click.IntRange(0, 65_535), default=0,
+              help="Serve Prometheus metrics of this server's recalls and context blocks "
+              "(latency, hits, context budget use, projection lag) on this port, at "
+              "worker.metrics_address (default 0 = off).")
 @pass_cli
-def serve(cli: Cli, address: str | None, port: int | None, immediate: bool | None) -> None:
+def serve(cli: Cli, address: str | None, port: int | None, immediate: bool | None,
+          metrics_port: int) -> None:
     """Serve the HTTP API (OpenAPI at /openapi.json) and the web console (/console): each
     request needs a token of the orchestrator it names (`orchmem token create`)."""
     import uvicorn
@@ -61,6 +66,10 @@ def serve(cli: Cli, address: str | None, port: int | None, immediate: bool | Non
     store = TokenStore(settings)
     check_bind(settings, store)
     logging.getLogger("orchmem.api.access").setLevel(logging.INFO)
+    if metrics_port:
+        from orchmem.worker.runtime.metrics import serve_process_metrics
+
+        serve_process_metrics(settings, metrics_port)
     click.echo(f"orchmem API on http://{settings.api.address}:{settings.api.port} "
                f"({'immediate' if settings.api.immediate else 'broker'} mode); console at "
                "/console/", err=True)

@@ -126,6 +126,18 @@ def start_metrics(settings: Settings, app: OrchmemCelery, name: str, port: int,
     return folder
 
 
+def serve_process_metrics(settings: Settings, port: int) -> None:
+    """Serve ``/metrics`` for this one process (``orchmem serve --metrics-port``): what
+    its recalls and context blocks record (models/telemetry/meters.py), from a registry
+    of its own, at ``worker.metrics_address``."""
+    from prometheus_client import CollectorRegistry, start_http_server
+
+    registry = CollectorRegistry()
+    start_http_server(port, addr=settings.worker.metrics_address, registry=registry)
+    meters.install_sink(PrometheusSink(registry))
+    logger.info("metrics on http://%s:%s/metrics", settings.worker.metrics_address, port)
+
+
 #: A metrics file holds at least its 8-byte header once its creator has initialised it.
 _HEADER_BYTES = 8
 
