@@ -5,8 +5,10 @@ edge per ten; ``export --vectors``) is built once under ``--root`` and kept, so 
 two releases can import the same folder in turn: run this file with each release's
 interpreter, alternating. Each run imports into a fresh root, in a subprocess
 (``python -m orchmem.worker import``; process start and model load included), and
-prints JSON: the wall time per run and memories per second, plus the import's own
-report (``seconds``, ``embedSeconds``, ``writeSeconds``) of the last run.
+prints JSON: the wall time per run and memories per second, the process's CPU time
+(user + system; steadier than the wall on a shared machine) and memories per CPU
+second, plus the import's own report (``seconds``, ``embedSeconds``,
+``writeSeconds``) of the last run.
 
     python benchmarks/import_speed.py --memories 10000 --root /tmp/imp --runs 3
     python benchmarks/import_speed.py --memories 10000 --root /tmp/imp --no-vectors
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -59,18 +62,23 @@ def without_vectors(folder: Path) -> Path:
     return bare
 
 
-def import_once(folder: Path, target: Path) -> tuple[float, dict[str, Any]]:
+def import_once(folder: Path, target: Path, orch: str = ORCH) -> tuple[float, dict[str, Any]]:
     shutil.rmtree(target, ignore_errors=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHMEM_")}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "orchmem.worker", "--root", str(target),
-                           "import", "--orch", ORCH, str(folder), "--json"],
+                           "import", "--orch", orch, str(folder), "--json"],
                           env=env, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - started
     if done.returncode != 0:
         raise RuntimeError(f"import failed: {done.stdout[-2000:]} {done.stderr[-2000:]}")
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     text = done.stdout
-    return wall, json.loads(text[text.find("{"):])
+    report = json.loads(text[text.find("{"):])
+    # The process's own CPU time (user + system): steadier than the wall on a shared machine.
+    report["cpu_s"] = round(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, 3)
+    return wall, report
 
 
 def main() -> None:
@@ -86,12 +94,14 @@ def main() -> None:
     build(folder, args.memories)
     if args.no_vectors:
         folder = without_vectors(folder)
-    walls, report = [], {}
+    walls, cpus, report = [], [], {}
     for _ in range(args.runs):
         wall, report = import_once(folder, root / "target")
         walls.append(round(wall, 3))
+        cpus.append(report["cpu_s"])
     emit({"memories": args.memories, "vectors": not args.no_vectors, "wall_s": walls,
-          "per_s": [round(args.memories / w) for w in walls],
+          "per_s": [round(args.memories / w) for w in walls], "cpu_s": cpus,
+          "per_cpu_s": [round(args.memories / c) for c in cpus],
           "report": {k: report.get(k) for k in ("seconds", "embedSeconds", "writeSeconds",
                                                 "vectorsFromFile")},
           "python": sys.executable})

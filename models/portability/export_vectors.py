@@ -27,7 +27,8 @@ from orchmem.config import ImportRejected
 VECTORS = "vectors.jsonl"
 #: The widest vector accepted (MiniLM has 384; large models have 1,024 to 4,096).
 MAX_DIM = 8192
-_KEYS = {"dim", "embedder", "memoryId", "vector"}
+#: The fields of a line.
+VECTOR_KEYS = frozenset({"dim", "embedder", "memoryId", "vector"})
 
 
 def _reject(where: str, message: str) -> ImportRejected:
@@ -38,8 +39,8 @@ def _reject(where: str, message: str) -> ImportRejected:
 def decode_line(row: dict[str, Any], where: str) -> np.ndarray:
     """The vector of one line, its fields checked (ImportRejected naming the field); the
     memoryId is checked by the importer like every other file's ids."""
-    if set(row) != _KEYS:
-        raise _reject(where, f"fields must be {sorted(_KEYS)}, got {sorted(row)[:8]}")
+    if row.keys() != VECTOR_KEYS:
+        raise _reject(where, f"fields must be {sorted(VECTOR_KEYS)}, got {sorted(row)[:8]}")
     dim = row["dim"]
     if isinstance(dim, bool) or not isinstance(dim, int) or not 1 <= dim <= MAX_DIM:
         raise _reject(f"{where}:dim", f"must be an integer in 1..{MAX_DIM}")

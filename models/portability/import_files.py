@@ -31,49 +31,32 @@ from orchmem.config import ImportRejected, ScopeViolation
 from orchmem.models.core.governance_fields import (
     MAX_TAG_CHARS,
     MAX_TAGS,
-    Scope,
-    Sensitivity,
-    Tier,
     check_metadata,
     check_tags,
 )
 from orchmem.models.core.shapes import (
     CONTROL_CHARS,
-    CapturedBy,
-    EdgeType,
-    MemoryType,
-    SourceType,
-    Status,
     check_memory_id,
     check_timestamp,
     orchestrator_tag,
 )
 from orchmem.models.portability.export import FILES, MANIFEST
 from orchmem.models.portability.export_vectors import VECTORS, decode_line
+from orchmem.models.portability.import_rules import (
+    CHECKED_KEYS,
+    ENUMS,
+    MEMORY_IDS,
+    RANGES,
+    TIMESTAMPS,
+    rows_ok,
+    vectors_at_once,
+)
 from orchmem.models.storage.memories.portable import SCHEMA_VERSION, Column, columns
 
 #: The longest line read: a record is at most ~100 k characters of content (the
 #: settings' cap) plus its fields; audit lines carry a before and an after.
 MAX_LINE_BYTES = 4 * 1024 * 1024
 _CHUNK = 1024 * 1024
-_ENUMS: dict[str, frozenset[str]] = {
-    "type": frozenset(t.value for t in MemoryType),
-    "status": frozenset(s.value for s in Status),
-    "sourceType": frozenset(s.value for s in SourceType),
-    "capturedBy": frozenset(c.value for c in CapturedBy),
-    "edgeType": frozenset(e.value for e in EdgeType),
-    "tier": frozenset(t.value for t in Tier),
-    "scope": frozenset(s.value for s in Scope),
-    "sensitivity": frozenset(s.value for s in Sensitivity),
-}
-_RANGES = {"importance": (0, 100), "confidence": (0.0, 1.0), "weight": (0.0, 1.0),
-           "forgotten": (0, 1), "stated": (0, 1)}
-_TIMESTAMPS = frozenset({"createdAt", "updatedAt", "capturedAt", "at", "validFrom",
-                         "validTo"})
-_MEMORY_IDS = frozenset({"memoryId", "fromMemoryId", "toMemoryId"})
-#: The keys :func:`check_value` checks beyond their kind.
-_CHECKED_KEYS = frozenset({"tags", "metadata", "content", "summary", "value", *_ENUMS,
-                           *_RANGES, *_TIMESTAMPS, *_MEMORY_IDS})
 #: A memoryId outside a table's columns (audit lists, vectors.jsonl).
 _MEMORY_ID = Column("memoryId", "memory_id", "text", False, False)
 
@@ -185,21 +168,21 @@ def check_value(column: Column, value: Any, where: str, orchestrator_id: str) ->
                               or not math.isfinite(value)):
         raise _reject("bad_field", where, f"must be a finite number, got {value!r}"[:200])
     key = column.key
-    if key not in _CHECKED_KEYS:  # a field with no rule beyond its kind
+    if key not in CHECKED_KEYS:  # a field with no rule beyond its kind
         return
     if key in ("tags", "metadata"):
         _check_governance(key, value, where)
     if key in ("content", "summary", "value") and CONTROL_CHARS.search(value):
         raise _reject("bad_field", where, "must be plain text without control characters")
-    if key in _ENUMS and value not in _ENUMS[key]:
-        raise _reject("bad_field", where, f"{value!r} is not one of {sorted(_ENUMS[key])}"[:300])
-    bounds = _RANGES.get(key)
+    if key in ENUMS and value not in ENUMS[key]:
+        raise _reject("bad_field", where, f"{value!r} is not one of {sorted(ENUMS[key])}"[:300])
+    bounds = RANGES.get(key)
     if bounds and not bounds[0] <= value <= bounds[1]:
         raise _reject("bad_field", where, f"{value!r} is outside {bounds[0]}..{bounds[1]}")
     try:
-        if key in _TIMESTAMPS:
+        if key in TIMESTAMPS:
             check_timestamp(value)
-        if key in _MEMORY_IDS:
+        if key in MEMORY_IDS:
             check_memory_id(value, orchestrator_id, where)
     except ValueError as exc:  # MemoryValidationError too; ScopeViolation goes up
         raise _reject("bad_field", where, str(exc).split(": ", 1)[-1]) from None
@@ -235,7 +218,7 @@ def _check_line(kind: str, cols: list[Column], row: dict[str, Any], where: str,
                 raise _reject("bad_field", f"{where}:{key}", "missing")
             continue
         value = row[key]
-        if column.kind == "text" and key not in _CHECKED_KEYS and type(value) is str \
+        if column.kind == "text" and key not in CHECKED_KEYS and type(value) is str \
                 and "\x00" not in value:
             continue  # all check_value would ask of it
         check_value(column, value, f"{where}:{key}", orchestrator_id)
@@ -258,11 +241,32 @@ _ORDER = {"records": ("memoryId", False), "sources": ("memoryId", True),
 
 
 def _read_kind(folder: Path, kind: str, orchestrator_id: str) -> list[dict[str, Any]]:
+    """Every line of one file, checked. The whole file is checked a column at a time
+    (import_rules.py); only when that finds something is it checked line by line, which
+    names the first bad line and field, in file order (a line that cannot be read is
+    named after the lines before it)."""
     cols = columns(kind)
-    order_key, repeats = _ORDER[kind]
     out: list[dict[str, Any]] = []
+    unreadable: ImportRejected | None = None
+    try:
+        out.extend(row for _, row in read_lines(folder / FILES[kind]))
+    except ImportRejected as exc:
+        unreadable = exc
+    if unreadable is None and rows_ok(kind, cols, out, orchestrator_id, _ORDER[kind],
+                                      check_value):
+        return out
+    _check_lines(kind, cols, out, orchestrator_id)
+    if unreadable is not None:
+        raise unreadable
+    return out
+
+
+def _check_lines(kind: str, cols: list[Column], rows: list[dict[str, Any]],
+                 orchestrator_id: str) -> None:
+    """Each line's fields, then its place in the file's order; the first error raised."""
+    order_key, repeats = _ORDER[kind]
     previous: Any = None
-    for number, row in read_lines(folder / FILES[kind]):
+    for number, row in enumerate(rows, start=1):
         where = f"{FILES[kind]}:{number}"
         _check_line(kind, cols, row, where, orchestrator_id)
         value = row[order_key]
@@ -271,8 +275,6 @@ def _read_kind(folder: Path, kind: str, orchestrator_id: str) -> list[dict[str, 
                           f"{value!r} comes after {previous!r}: the file was reordered or "
                           "holds a duplicate (an export is sorted)")
         previous = value
-        out.append(row)
-    return out
 
 
 def load(folder: Path, orchestrator_id: str, edited_ok: bool = False) -> Bundle:
@@ -328,13 +330,32 @@ def read_vectors(folder: Path, bundle: Bundle, orchestrator_id: str, embedder: s
         return {}
     check_hash(folder, VECTORS, str(expected))
     ids = {r["memoryId"] for r in bundle.lines["records"]}
+    lines: list[dict[str, Any]] = []
+    unreadable: ImportRejected | None = None
+    try:
+        lines.extend(row for _, row in read_lines(folder / VECTORS))
+    except ImportRejected as exc:
+        unreadable = exc
+    out = None if unreadable else vectors_at_once(lines, ids, orchestrator_id, embedder, dim)
+    if out is None:
+        out = _vectors_by_line(lines, ids, orchestrator_id, embedder, dim)
+    if unreadable is not None:
+        raise unreadable
+    if len(lines) != bundle.manifest["counts"].get("vectors"):
+        raise _reject("count_mismatch", VECTORS, f"{len(lines)} lines, the manifest says "
+                      f"{bundle.manifest['counts'].get('vectors')}")
+    return out
+
+
+def _vectors_by_line(lines: list[dict[str, Any]], ids: set[str], orchestrator_id: str,
+                     embedder: str, dim: int) -> dict[str, np.ndarray]:
+    """:func:`read_vectors`' lines one at a time: the first bad one is named."""
     out: dict[str, np.ndarray] = {}
-    previous, count = "", 0
-    for number, row in read_lines(folder / VECTORS):
+    previous = ""
+    for number, row in enumerate(lines, start=1):
         where = f"{VECTORS}:{number}"
         vector = decode_line(row, where)
         check_value(_MEMORY_ID, row["memoryId"], f"{where}:memoryId", orchestrator_id)
-        count += 1
         memory_id = row["memoryId"]
         if memory_id <= previous:
             raise _reject("order", f"{where}:memoryId", f"{memory_id!r} comes after "
@@ -345,9 +366,6 @@ def read_vectors(folder: Path, bundle: Bundle, orchestrator_id: str, embedder: s
         previous = memory_id
         if row["embedder"] == embedder:
             out[memory_id] = _fits(vector, embedder, dim, where)
-    if count != bundle.manifest["counts"].get("vectors"):
-        raise _reject("count_mismatch", VECTORS, f"{count} lines, the manifest says "
-                      f"{bundle.manifest['counts'].get('vectors')}")
     return out
 
 

@@ -33,8 +33,10 @@ so there is still one writer at a time
 
 from __future__ import annotations
 
+import gc
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -124,7 +126,7 @@ def _write(odb: OrchestratorDB, bundle: Bundle, expected: Plan, vectors: dict[st
            embedder: str, apply_edits: bool) -> dict[str, int]:
     """The one transaction. The plan is made again under the write lock: a memory written
     since the first look is never overwritten."""
-    with odb.write():
+    with portable.large_cache(odb), odb.write():
         now = plan(odb, bundle, apply_edits)
         if now.conflicts != expected.conflicts:
             raise _conflict(now.conflicts)
@@ -137,19 +139,21 @@ def _write(odb: OrchestratorDB, bundle: Bundle, expected: Plan, vectors: dict[st
                              if r["memoryId"] not in now.left_out}
         edges = portable.existing_edges(odb)
         events = portable.existing_event_keys(odb)
-        written = {
-            "records": portable.insert(odb, "records", now.records),
-            "sources": portable.insert(odb, "sources", [s for s in bundle.lines["sources"]
-                                                   if s["memoryId"] in new_ids]),
-            "edges": portable.insert(odb, "edges", [
-                e for e in bundle.lines["edges"]
-                if e["fromMemoryId"] in present and e["toMemoryId"] in present
-                and (e["fromMemoryId"], e["toMemoryId"], e["edgeType"]) not in edges]),
-            "audit": portable.insert(odb, "audit", [a for a in bundle.lines["audit"]
-                                               if portable.event_key(a) not in events]),
-            "vectors": store_embeddings([(m, v) for m, v in vectors.items() if m in new_ids],
-                                        embedder),
-        }
+        with portable.deferred_triggers(odb):
+            written = {
+                "records": portable.insert(odb, "records", now.records),
+                "sources": portable.insert(odb, "sources", [
+                    s for s in bundle.lines["sources"] if s["memoryId"] in new_ids]),
+                "edges": portable.insert(odb, "edges", [
+                    e for e in bundle.lines["edges"]
+                    if e["fromMemoryId"] in present and e["toMemoryId"] in present
+                    and (e["fromMemoryId"], e["toMemoryId"], e["edgeType"]) not in edges]),
+            }
+        written["audit"] = portable.insert(odb, "audit", [
+            a for a in bundle.lines["audit"]
+            if not events or portable.event_key(a) not in events])
+        written["vectors"] = store_embeddings(
+            [(m, v) for m, v in vectors.items() if m in new_ids], embedder)
         applied = import_edits.apply_changes(odb, now.edits)
         add_event("import", [], after={**written, "edits": len(applied),
                                        "skipped": now.skipped,
@@ -177,6 +181,28 @@ def import_folder(odb: OrchestratorDB, folder: Path, *, embedder: Embedder, batc
     an import cannot apply), ScopeViolation (an id or a manifest of another
     orchestrator), StorageError.
     """
+    with _collector_paused():
+        return _import(odb, folder, embedder, batch_size, skip_conflicts, progress,
+                       apply_edits)
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector paused for the block: an import holds hundreds of
+    thousands of small dicts and lists until it ends, which the collector would walk
+    again and again, finding nothing (a third of reading a large export)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def _import(odb: OrchestratorDB, folder: Path, embedder: Embedder, batch_size: int,
+            skip_conflicts: bool, progress: Progress | None, apply_edits: bool
+            ) -> dict[str, Any]:
     started = time.monotonic()
     bundle = load(folder, odb.orchestrator_id, edited_ok=apply_edits)
     with odb.read():

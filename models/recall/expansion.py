@@ -16,19 +16,42 @@ from __future__ import annotations
 
 from typing import Any
 
+from orchmem.models.core.shapes import Status
 from orchmem.models.language.textquery import STOPWORDS, query_terms
 from orchmem.models.storage.db.database import OrchestratorDB
 from orchmem.models.storage.memories.rows import get_nodes
 from orchmem.models.storage.reflection.insights import open_insights
+from orchmem.models.storage.search import row_cache
+from orchmem.models.storage.search.reads import contents, passing
 from orchmem.models.storage.visibility import View
 
 KINDS = ("conflict", "evolves_pending")
 #: Newest open insights read per recall.
 MAX_INSIGHTS = 20
+#: An insight's memories are read whatever their status (get_nodes' rule).
+_STATUSES = tuple(s.value for s in Status)
+#: The row cache's entry of each memory's content words.
+_WORDS = "expansion_words"
 
 
 def _words(text: str) -> list[str]:
     return [t.lower() for t in query_terms(text) if t.lower() not in STOPWORDS]
+
+
+def _seen_words(odb: OrchestratorDB, ids: list[str], view: View) -> dict[str, list[str]]:
+    """The content words of those of ``ids`` that ``view`` sees (any status, forgotten
+    ones left out), inside a snapshot: through the snapshot's row cache when there is one
+    (each memory's words made once per change of the rows), else read as nodes."""
+    cache = row_cache.current(odb)
+    if cache is None:
+        return {n.memory_id: _words(n.content) for n in get_nodes(odb, ids, view)}
+    visible = sorted(passing(odb, ids, _STATUSES, None, view))
+
+    def read(missing: list[str]) -> dict[str, list[str] | None]:
+        texts = contents(odb, missing)
+        return {m: _words(texts[m]) if m in texts else None for m in missing}
+    words = cache.per_memory(_WORDS, visible, read)
+    return {m: found for m in visible if (found := words[m]) is not None}
 
 
 def expand(odb: OrchestratorDB, text: str, view: View, max_terms: int
@@ -37,17 +60,17 @@ def expand(odb: OrchestratorDB, text: str, view: View, max_terms: int
     (None when nothing was: ``text`` is returned unchanged)."""
     if max_terms <= 0:
         return text, None
-    with odb.read():
+    with odb.snapshot():
         found = [x for x in open_insights(odb, MAX_INSIGHTS) if x["kind"] in KINDS]
         ids = sorted({m for x in found for m in x["memoryIds"]})
-        nodes = {n.memory_id: n for n in get_nodes(odb, ids, view)} if found else {}
+        seen = _seen_words(odb, ids, view) if found else {}
     asked = set(_words(text))
     terms: list[str] = []
     used: list[str] = []
     for insight in found:
-        if not insight["memoryIds"] or not all(m in nodes for m in insight["memoryIds"]):
+        if not insight["memoryIds"] or not all(m in seen for m in insight["memoryIds"]):
             continue
-        sides = [_words(nodes[m].content) for m in insight["memoryIds"]]
+        sides = [seen[m] for m in insight["memoryIds"]]
         if not all(asked & set(side) for side in sides):
             continue
         new = [w for side in sides for w in side if w not in asked and w not in terms]

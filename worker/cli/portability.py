@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
@@ -13,7 +16,7 @@ from orchmem.models.embedding.device import bulk_embedder, device_for
 from orchmem.models.embedding.embedders import DeferredEmbedder, Embedder, predicted_version
 from orchmem.models.portability.export import export_jsonl, export_markdown
 from orchmem.models.portability.import_files import declared_embedder, read_manifest
-from orchmem.models.portability.importer import import_folder
+from orchmem.models.portability.importer import Progress, import_folder
 from orchmem.models.storage.db.database import Databases
 from orchmem.worker.cli.common import Cli, emit, fail, json_option, orch_option, pass_cli
 from orchmem.worker.cli.governance_options import tier_option
@@ -95,11 +98,7 @@ def import_(cli: Cli, orchestrator_id: str, folder: str, skip_conflicts: bool,
     odb = databases.open(orchestrator_id)
     assert odb is not None  # a writer's registry creates the file
     try:
-        with click.progressbar(length=1, label="embedding", file=sys.stderr) as bar:
-            def progress(done: int, total: int) -> None:
-                bar.length = max(total, 1)
-                bar.update(done - bar.pos)
-
+        with _embedding_progress() as progress:
             report = import_folder(odb, Path(folder).resolve(), embedder=embedder,
                                    batch_size=settings.embedding.batch_size,
                                    skip_conflicts=skip_conflicts, progress=progress,
@@ -124,6 +123,30 @@ def import_(cli: Cli, orchestrator_id: str, folder: str, skip_conflicts: bool,
                              if "supersededBy" in e else [])])
               for e in report["edits"]]
     emit({"ok": True, "orchestratorId": orchestrator_id, **report}, as_json, "\n".join(lines))
+
+
+@contextmanager
+def _embedding_progress(every_s: float = 5.0) -> Iterator[Progress]:
+    """How the import reports its embedding: a progress bar on a terminal's stderr,
+    otherwise a line on stderr at most every ``every_s`` seconds and at the end (a log
+    or a pipe gets no bar). Nothing when every vector came from the export."""
+    if sys.stderr.isatty():
+        with click.progressbar(length=1, label="embedding", file=sys.stderr) as bar:
+            def on_tty(done: int, total: int) -> None:
+                bar.length = max(total, 1)
+                bar.update(done - bar.pos)
+
+            yield on_tty
+        return
+    last = [time.monotonic()]
+
+    def in_lines(done: int, total: int) -> None:
+        now = time.monotonic()
+        if done >= total or now - last[0] >= every_s:
+            last[0] = now
+            click.echo(f"embedded {done} of {total} memories", err=True)
+
+    yield in_lines
 
 
 def _import_embedder(settings: EmbeddingSettings, folder: Path) -> Embedder:

@@ -16,7 +16,9 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 from peewee import FloatField, IntegerField, Model
@@ -27,6 +29,7 @@ from orchmem.models.storage.memories.events import set_meta
 from orchmem.models.storage.schema.tables import (
     FTS_TOKENIZER,
     META_EVENT_WATERMARK,
+    META_ROWS_SEQ,
     MemoryEdgeRow,
     MemoryEventRow,
     MemoryRow,
@@ -187,7 +190,7 @@ def insert(odb: OrchestratorDB, kind: str, lines: Sequence[dict[str, Any]]) -> i
         first = int(odb.db.execute_sql("SELECT coalesce(max(id), 0) FROM memory_events")
                     .fetchone()[0]) + 1
         names = ["id", *names]
-        rows = [[first + i, *row] for i, row in enumerate(rows)]
+        rows = [(first + i, *row) for i, row in enumerate(rows)]
     conn.executemany(f"INSERT INTO {table} ({', '.join(names)}) "
                      f"VALUES ({', '.join('?' * len(names))})", rows)
     if kind == "audit":
@@ -198,20 +201,90 @@ def insert(odb: OrchestratorDB, kind: str, lines: Sequence[dict[str, Any]]) -> i
     return len(lines)
 
 
-def _rows(kind: str, cols: list[Column], lines: Sequence[dict[str, Any]]) -> list[list[Any]]:
+@contextmanager
+def large_cache(odb: OrchestratorDB, kib: int = 256 * 1024) -> Iterator[None]:
+    """This connection's page cache may grow to ``kib`` for the block, then is set back:
+    a large import changes more pages than the usual cache holds, which would otherwise
+    go to the WAL before the commit and be written there again when touched again."""
+    conn = odb.db.connection()
+    before = int(conn.execute("PRAGMA cache_size").fetchone()[0])
+    conn.execute(f"PRAGMA cache_size = {-int(kib)}")
+    try:
+        yield
+    finally:
+        conn.execute(f"PRAGMA cache_size = {before}")
+
+
+#: The row-by-row triggers :func:`deferred_triggers` holds back: each memory's full-text
+#: entry, and the ``rows_seq`` bump of each inserted memory, source and edge.
+_DEFERRED = ("memories_fts_insert", "memories_rows_seq_insert",
+             "memory_sources_rows_seq_insert", "memory_edges_rows_seq_insert")
+
+
+@contextmanager
+def deferred_triggers(odb: OrchestratorDB) -> Iterator[None]:
+    """Inserts in the block skip the row-by-row triggers of ``_DEFERRED`` (inside a write
+    transaction, around :func:`insert` of records, sources and edges).
+
+    At the block's end, in the same transaction: the new memories (rowids above the
+    largest before the block) get their full-text entries in one statement, ``rows_seq``
+    goes up by the rows inserted (what the triggers would have added), and each trigger
+    is created again from its own stored SQL. An error in the block leaves them dropped
+    until the transaction rolls back, which brings them back: the write lock is held
+    throughout, so no other writer ever sees the file without them.
+    """
+    conn = odb.db.connection()
+    saved = conn.execute("SELECT name, tbl_name, sql FROM sqlite_master WHERE type = "
+                         f"'trigger' AND name IN ({', '.join('?' * len(_DEFERRED))})",
+                         _DEFERRED).fetchall()
+    tables = sorted({table for _, table, _ in saved})
+    last = {t: conn.execute(f"SELECT coalesce(max(rowid), 0) FROM {t}").fetchone()[0]
+            for t in tables}
+    for name, _, _ in saved:
+        conn.execute(f"DROP TRIGGER {name}")
+    yield
+    names = {name for name, _, _ in saved}
+    if "memories_fts_insert" in names:
+        conn.execute("INSERT INTO memory_fts(rowid, content, summary) SELECT id, content, "
+                     "summary FROM memories WHERE id > ? ORDER BY id", (last["memories"],))
+    added = sum(conn.execute(f"SELECT count(*) FROM {t} WHERE rowid > ?", (last[t],))
+                .fetchone()[0] for t in tables if f"{t}_rows_seq_insert" in names)
+    if added:
+        conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + ? WHERE key = ?",
+                     (added, META_ROWS_SEQ))
+    for _, _, sql in saved:
+        conn.execute(sql)
+
+
+def _rows(kind: str, cols: list[Column], lines: Sequence[dict[str, Any]]
+          ) -> list[tuple[Any, ...]]:
     """Each line's values in ``cols``' order, as stored (:func:`_given`; a JSON column's
     value as JSON text): a column at a time (tens of thousands of lines in an import)."""
     by_column = []
+    needed = {c.key for c in cols}
+    whole = all(line.keys() >= needed for line in lines)  # no line leaves a field out
     for column in cols:
         key, default = column.key, column.default
-        if kind == "records" and key == "tier":
+        if whole:
+            values = list(map(itemgetter(key), lines))
+        elif kind == "records" and key == "tier":
             values = [_given(kind, column, line) for line in lines]
         else:
             values = [line.get(key, default) for line in lines]
         if column.kind == "json":
-            values = [None if v is None else json.dumps(v) for v in values]
+            values = [_json_text(v) for v in values]
         by_column.append(values)
-    return [list(row) for row in zip(*by_column, strict=True)]
+    return list(zip(*by_column, strict=True))
+
+
+def _json_text(value: Any) -> str | None:
+    """``json.dumps(value)``, None for None; empty lists and objects (most tags and
+    metadata) without the encoder."""
+    if value is None:
+        return None
+    if not value and type(value) in (list, dict):
+        return "[]" if type(value) is list else "{}"
+    return json.dumps(value)
 
 
 def _given(kind: str, column: Column, line: dict[str, Any]) -> Any:

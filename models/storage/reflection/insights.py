@@ -17,7 +17,7 @@ from orchmem.models.core.shapes import EdgeType, Status, format_ts, utc_now
 from orchmem.models.storage.db.database import OrchestratorDB
 from orchmem.models.storage.memories.contradictions import contradictions
 from orchmem.models.storage.schema.migrations import schema_version
-from orchmem.models.storage.schema.tables import InsightRow, ProposalRow
+from orchmem.models.storage.schema.tables import META_SCHEMA_VERSION, InsightRow, ProposalRow
 
 #: The first schema with insights, proposals, crystals and topics.
 REFLECT_SCHEMA = 6
@@ -97,9 +97,11 @@ def sync_conflicts(odb: OrchestratorDB) -> tuple[int, int]:
 def open_insights(odb: OrchestratorDB, limit: int) -> list[dict[str, Any]]:
     """The newest ``limit`` open insights as JSON (one statement); none on a file a writer
     has not migrated to schema 6 yet (readers never migrate)."""
-    with odb.bound():
-        if schema_version() < REFLECT_SCHEMA:
-            return []
+    # The version read with one raw statement: recall asks on every question, and
+    # binding the table classes for it costs more than the read.
+    version = odb.sql("SELECT value FROM meta WHERE key = ?", (META_SCHEMA_VERSION,))
+    if (int(version[0][0]) if version else 0) < REFLECT_SCHEMA:
+        return []
     rows = odb.sql("SELECT insight_id, kind, memory_ids, ref, reason, created_at FROM insights "
                    "WHERE status = 'open' ORDER BY created_at DESC, insight_id LIMIT ?",
                    (limit,))

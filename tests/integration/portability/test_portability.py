@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import subprocess
 import sys
 import tomllib
@@ -219,6 +220,8 @@ def test_the_cli_exports_and_imports(source: Any, tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     report = json.loads(result.output[result.output.index("{"):])
     assert report["written"]["records"] == len(CONTENTS) + 1
+    # stderr is no terminal here: the embedding's progress comes as lines, the last whole
+    assert re.search(r"embedded (\d+) of \1 memories", result.stderr)
     result = runner.invoke(main, ["--root", str(target_root), "import", "--orch", "other",
                                   str(out), "--json"])
     assert result.exit_code == 1
