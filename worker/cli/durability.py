@@ -48,16 +48,20 @@ def open_writer(cli: Cli, orchestrator_id: str) -> tuple[Databases, Orchestrator
 @click.option("--fts", is_flag=True, help="Rebuild the full-text index.")
 @click.option("--vectors", is_flag=True, help="Drop every vector and embed again.")
 @click.option("--bulletin", is_flag=True, help="Write the bulletin snapshot again.")
+@click.option("--ann", "ann_index", is_flag=True,
+              help="Make the approximate vector index file (vectors.usearch) again from the "
+              "stored vectors (removed below memory.retrieval.ann_threshold vectors); "
+              "--vectors does it too.")
 @json_option
 @pass_cli
 def rebuild(cli: Cli, orchestrator_id: str, fts: bool, vectors: bool, bulletin: bool,
-            as_json: bool) -> None:
+            ann_index: bool, as_json: bool) -> None:
     """Drop derived data and rebuild it from the records (all parts when none is named).
 
     Recall answers the same afterwards, ranks included. While vectors are rebuilt, recall
     answers from the vectors already made plus full text.
     """
-    if not (fts or vectors or bulletin):
+    if not (fts or vectors or bulletin or ann_index):
         fts = vectors = bulletin = True
     settings = cli.settings
     databases, odb = open_writer(cli, orchestrator_id)
@@ -77,8 +81,8 @@ def rebuild(cli: Cli, orchestrator_id: str, fts: bool, vectors: bool, bulletin: 
         report = rebuild_parts(
             odb, fts=fts, vectors=vectors,
             bulletin=(lambda: write_bulletin(odb)) if bulletin else None,
-            embedder=bulk_embedder(settings.embedding) if vectors else None,
-            batch_size=settings.embedding.batch_size, progress=progress)
+            embedder=bulk_embedder(settings.embedding) if vectors or ann_index else None,
+            batch_size=settings.embedding.batch_size, progress=progress, ann_index=ann_index)
     finally:
         databases.close_all()
     emit({"ok": True, "orchestratorId": orchestrator_id, **report}, as_json,
