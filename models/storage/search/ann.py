@@ -31,6 +31,7 @@ import hashlib
 import json
 import logging
 import os
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -195,14 +196,14 @@ class AnnIndex:
     index: Any
     header: Header
     stamp: tuple[int, int, int]
-    #: The database's embedding_seq the lag below was read at.
-    seen: int = -1
-    #: Vectors of the embedder written after the file: memoryIds and float32 rows.
-    lag_ids: list[str] = field(default_factory=list)
-    lag_vectors: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
+    #: The database's embedding_seq the lag was read at, and the vectors of the
+    #: embedder written after the file (memoryIds, float32 rows): replaced as one.
+    lag: tuple[int, list[str], np.ndarray] = (-1, [], np.zeros((0, 0), np.float32))
+    #: One search of the graph at a time (usearch's per-search state is not per thread).
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __len__(self) -> int:
-        return self.header.count + len(self.lag_ids)
+        return self.header.count + len(self.lag[1])
 
 
 @dataclass(frozen=True)
@@ -241,7 +242,7 @@ def reader(odb: OrchestratorDB, embedder: str, dim: int) -> AnnIndex | None:
     if seq < held.header.seq or deletes < held.header.deletes:
         _refuse(odb, stamp, "ahead of the database")
         return None
-    if seq != held.seen and not _read_lag(odb, held, seq):
+    if seq != held.lag[0] and not _read_lag(odb, held, seq):
         _refuse(odb, stamp, f"more than {MAX_LAG} vectors behind the database")
         return None
     return held
@@ -260,9 +261,7 @@ def _read_lag(odb: OrchestratorDB, held: AnnIndex, seq: int) -> bool:
                    (held.header.seq, held.embedder, held.dim, MAX_LAG + 1))
     if len(rows) > MAX_LAG:
         return False
-    held.lag_ids = [m for m, _ in rows]
-    held.lag_vectors = _matrix([blob for _, blob in rows], held.dim)
-    held.seen = seq
+    held.lag = (seq, [m for m, _ in rows], _matrix([blob for _, blob in rows], held.dim))
     return True
 
 
@@ -276,9 +275,11 @@ def top(odb: OrchestratorDB, held: AnnIndex, query: np.ndarray, window: int) -> 
     """The best ``window`` of the graph's candidates and the vectors written since the
     file, scored exactly from their stored vectors, ordered by cosine then memoryId."""
     breadth = max(window, MIN_WINDOW)
-    held.index.expansion_search = max(2 * breadth, 128)
-    found = held.index.search(np.asarray(query, dtype=np.float32), breadth)
-    keys = [int(k) for k in np.asarray(found.keys)[:len(found)]]
+    _, lag_ids, lag_vectors = held.lag
+    with held.lock:
+        held.index.expansion_search = max(2 * breadth, 128)
+        found = held.index.search(np.asarray(query, dtype=np.float32), breadth)
+        keys = [int(k) for k in np.asarray(found.keys)[:len(found)]]
     ids: list[str] = []
     blobs: list[bytes] = []
     for chunk in _chunks(keys, 900):
@@ -290,10 +291,9 @@ def top(odb: OrchestratorDB, held: AnnIndex, query: np.ndarray, window: int) -> 
             ids.append(memory_id)
             blobs.append(blob)
     scored = dict(zip(ids, exact_scores(_matrix(blobs, held.dim), query).tolist(), strict=True))
-    if held.lag_ids:
+    if lag_ids:
         # The stored vector of a memory rewritten since the file is the one scored.
-        scored.update(zip(held.lag_ids, exact_scores(held.lag_vectors, query).tolist(),
-                          strict=True))
+        scored.update(zip(lag_ids, exact_scores(lag_vectors, query).tolist(), strict=True))
     best = sorted((-score, memory_id) for memory_id, score in scored.items())[:window]
     return [VectorHit(memory_id, -negated) for negated, memory_id in best]
 
