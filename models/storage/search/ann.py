@@ -331,18 +331,20 @@ def _new_index(dim: int) -> Any:
 
 def _rows(odb: OrchestratorDB, embedder: str, dim: int, after: int = 0
           ) -> Iterable[tuple[np.ndarray, np.ndarray]]:
-    """(keys, vectors) of the embedder's stored vectors with seq > ``after``, in batches."""
+    """(keys, vectors) of the embedder's stored vectors with seq > ``after``, in batches
+    (in key order for a build, in seq order, by its index, for the few since a file)."""
     last = 0
+    order = "e.seq" if after else "m.id"
     while True:
-        rows = odb.sql("SELECT m.id, e.vector FROM memories m JOIN memory_embeddings e "
-                       "ON e.memory_id = m.memory_id WHERE m.id > ? AND e.seq > ? "
-                       "AND e.embedder = ? AND e.dim = ? ORDER BY m.id LIMIT ?",
-                       (last, after, embedder, dim, _BATCH))
+        rows = odb.sql(f"SELECT {order}, m.id, e.vector FROM memories m JOIN "
+                       "memory_embeddings e ON e.memory_id = m.memory_id "
+                       f"WHERE {order} > ? AND e.seq > ? AND e.embedder = ? AND e.dim = ? "
+                       f"ORDER BY {order} LIMIT ?", (last, after, embedder, dim, _BATCH))
         if not rows:
             return
         last = rows[-1][0]
-        yield (np.array([r[0] for r in rows], dtype=np.uint64),
-               _matrix([r[1] for r in rows], dim))
+        yield (np.array([r[1] for r in rows], dtype=np.uint64),
+               _matrix([r[2] for r in rows], dim))
 
 
 def build(odb: OrchestratorDB, embedder: str, dim: int) -> Header:

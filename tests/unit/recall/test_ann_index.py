@@ -115,6 +115,19 @@ def test_vectors_written_after_the_file_are_found_and_then_written_to_it(
     _same(_approximate(odb, query, 5), _exact(odb, query, 5))
 
 
+def test_a_replaced_vector_is_searched_as_stored(odb: OrchestratorDB) -> None:
+    ids, matrix = _built(odb)
+    moved = _unit(np.random.default_rng(9).standard_normal(DIM))
+    with odb.write():
+        vectors.store_embeddings([(ids[3], moved)], EMBEDDER)
+    for written in (False, True):  # scored from the lag, then from the rewritten file
+        if written:
+            assert ann.sync(odb, EMBEDDER, DIM, force=True) == "updated"
+            assert ann.read_header(odb.workspace).count == 400
+        assert _approximate(odb, moved, 1)[0].memory_id == ids[3]
+        assert ids[3] not in {h.memory_id for h in _approximate(odb, matrix[3], 3)}
+
+
 def test_a_deleted_vector_is_not_returned_and_leaves_the_file(odb: OrchestratorDB) -> None:
     ids, matrix = _built(odb)
     gone = ids[7]
