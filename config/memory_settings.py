@@ -30,6 +30,10 @@ class RetrievalSettings(Section):
     #: it (models/recall/expansion.py); 0: none.
     insight_terms: int = Field(6, ge=0, le=50)
     top_k_vector: int = Field(50, ge=1, le=5000)
+    #: From this many vectors on, recall's vector stage searches the approximate index
+    #: file beside memory.db (models/storage/search/ann.py; docs/operations/scale.md)
+    #: instead of every vector; below it, search is exact. 0: always exact.
+    ann_threshold: int = Field(50_000, ge=0, le=1_000_000_000)
     top_k_text: int = Field(50, ge=1, le=5000)
     #: RRF constant. The usual 60 (chosen for TREC runs of 1,000-document lists) lets a
     #: middling consensus of two 50-item lists outrank each list's best hit; 10 keeps

@@ -46,7 +46,7 @@ from orchmem.models.storage.memories.forget import (
     scrub_audit,
 )
 from orchmem.models.storage.reflection import units as reflection
-from orchmem.models.storage.search import row_cache
+from orchmem.models.storage.search import ann, row_cache
 from orchmem.models.storage.search.fts import optimize_index
 from orchmem.models.storage.search.vectors import delete_embedding
 
@@ -166,6 +166,11 @@ def _row_cache(odb: OrchestratorDB, erased: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
+def _ann_index(odb: OrchestratorDB, erased: dict[str, Any]) -> dict[str, Any]:
+    ann.after_forget(odb)
+    return {}
+
+
 def _processed_files(odb: OrchestratorDB, erased: dict[str, Any]) -> dict[str, Any]:
     try:
         delete_files(odb.workspace, erased.get("files", []))
@@ -226,6 +231,10 @@ REGISTRY: tuple[Derived, ...] = (
     Derived("vectors", "memory.db", ("memory_embeddings",),
             "the vector is deleted; every reader drops its cached matrix (the deletes "
             "counter moved)", during=_vector),
+    Derived("vector index file", "root", (ann.FILE_NAME, ann.HEADER_NAME),
+            "the vectors deleted since it was written (the forgotten one) are removed and "
+            "the file rewritten without them (deleted when it cannot be read)",
+            after=_ann_index),
     Derived("audit trail", "memory.db", ("memory_events", "memory_edges"),
             "events naming it lose their reason and content fields, edges touching it "
             "their reason", during=_audit),

@@ -148,7 +148,7 @@ def window_candidates(odb: OrchestratorDB, plan: Plan | None, statuses: list[str
 
 
 def dated(odb: OrchestratorDB, plan: Plan | None, encoded: tuple[Any, str] | None,
-          candidates: list[str], index: vectors.VectorIndex | None = None) -> dict[str, float]:
+          candidates: list[str], index: vectors.Searchable | None = None) -> dict[str, float]:
     """The plan's window list: the best ``dated_hits`` of its ``candidates``
     (:func:`window_candidates`) by cosine with the query vector (``encoded``: vector,
     embedder; ``index`` as vectors.similarities takes it)."""

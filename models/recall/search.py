@@ -361,7 +361,7 @@ class _TextSide:
     watermark: dict[str, Any]
     lagging: list[str]
     #: The vector index, refreshed in the snapshot ahead of the vector, or None.
-    index: vectors.VectorIndex | None = None
+    index: vectors.Searchable | None = None
 
 
 def _text_side(odb: OrchestratorDB, search: _Search, ahead: bool) -> _TextSide:
@@ -398,11 +398,11 @@ def _prefetch(odb: OrchestratorDB, search: _Search, first: list[str]) -> None:
         neighbours.around(odb, first[:plan.expand_hits], plan.session_radius)
 
 
-def _index_ahead(odb: OrchestratorDB) -> vectors.VectorIndex | None:
+def _index_ahead(odb: OrchestratorDB) -> vectors.Searchable | None:
     """The vector index of the loaded embedder, refreshed in this snapshot, so that the
     vector side does not wait on that statement (None: no embedder loaded)."""
     embedder = loaded_embedder(odb.settings.embedding)
-    return vectors.index_for(odb, embedder.version, embedder.dim) if embedder else None
+    return vectors.searchable(odb, embedder.version, embedder.dim) if embedder else None
 
 
 def _check_request(databases: Databases, orchestrator_id: str, query: object,
@@ -517,12 +517,11 @@ def _answer(odb: OrchestratorDB, search: _Search, text: _TextSide,
                                       search.statuses, rows, text.nodes)
         parts = bundle_parts(found, ranked, cosines, {h.memory_id: h.bm25 for h in text_hits},
                              row_cache.current(odb))
-    return {
-        **parts,
-        "vector_available": vector_available,
-        "candidates": {"vector": len(vector_hits), "text": len(text_hits),
-                       "belowFloor": sum(1 for i in inputs if floor and not floor(i.memory_id))},
-    }
+    candidates = {"vector": len(vector_hits), "text": len(text_hits),
+                  "belowFloor": sum(1 for i in inputs if floor and not floor(i.memory_id))}
+    if vectors.approximate(index):
+        candidates["approximate"] = 1  # the vector stage searched the index file
+    return {**parts, "vector_available": vector_available, "candidates": candidates}
 
 
 def _reranked(odb: OrchestratorDB, spec: str, search: _Search, ranked: list[Ranked],
@@ -588,7 +587,7 @@ def relevance_floor(cosines: dict[str, float], text_ids: set[str],
 
 
 def _vector_side(odb: OrchestratorDB, encoded: Encoded, search: _Search,
-                 warnings: list[str], index: vectors.VectorIndex
+                 warnings: list[str], index: vectors.Searchable
                  ) -> tuple[list[vectors.VectorHit], bool]:
     query_vector, version = encoded
 

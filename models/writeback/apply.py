@@ -23,6 +23,7 @@ from orchmem.models.storage.db.database import OrchestratorDB
 from orchmem.models.storage.delivery import receipts
 from orchmem.models.storage.memories import rows as stored_memories
 from orchmem.models.storage.memories.edges import insert_edge
+from orchmem.models.storage.search import ann
 from orchmem.models.storage.search.vectors import VectorIndex, index_for, store_embeddings
 from orchmem.models.writeback.reconcile import Proposed, Reconciler
 from orchmem.models.writeback.secrets import classify
@@ -85,6 +86,8 @@ def write_memories(
             also(result)
         _log_snapshots(odb, key, proposals, tally)
         receipts.finish(key, receipts.DONE, result)
+    if embedded and index is not None:
+        ann.after_write(odb, index.embedder, index.dim, len(index) + embedded)
     return {**result, "duplicate": False}
 
 

@@ -74,6 +74,10 @@ def _progress_bars() -> Any:
 @click.option("--fts", is_flag=True, help="Rebuild the full-text index.")
 @click.option("--vectors", is_flag=True, help="Drop every vector and embed again.")
 @click.option("--bulletin", is_flag=True, help="Write the bulletin snapshot again.")
+@click.option("--ann", "ann_index", is_flag=True,
+              help="Make the approximate vector index file (vectors.usearch) again from the "
+              "stored vectors (removed below memory.retrieval.ann_threshold vectors); "
+              "--vectors does it too.")
 @click.option("--from-log", is_flag=True,
               help="Rebuild lost memories themselves, with the same ids, from their snapshots "
                    "on the execution log (memories written from a run's step), then their "
@@ -84,7 +88,7 @@ def _progress_bars() -> Any:
 @json_option
 @pass_cli
 def rebuild(cli: Cli, orchestrator_id: str, fts: bool, vectors: bool, bulletin: bool,
-            from_log: bool, dry_run: bool, as_json: bool) -> None:
+            ann_index: bool, from_log: bool, dry_run: bool, as_json: bool) -> None:
     """Drop derived data and rebuild it from the records (all parts when none is named),
     or rebuild lost memories from the execution log (--from-log).
 
@@ -93,13 +97,13 @@ def rebuild(cli: Cli, orchestrator_id: str, fts: bool, vectors: bool, bulletin: 
     """
     if dry_run and not from_log:
         raise click.UsageError("--dry-run goes with --from-log")
-    if from_log and (fts or vectors or bulletin):
+    if from_log and (fts or vectors or bulletin or ann_index):
         raise click.UsageError("--from-log rebuilds the memories with their full-text rows "
                                "and vectors: name no other part")
     if from_log:
         _rebuild_from_log(cli, orchestrator_id, dry_run, as_json)
         return
-    if not (fts or vectors or bulletin):
+    if not (fts or vectors or bulletin or ann_index):
         fts = vectors = bulletin = True
     settings = cli.settings
     databases, odb = open_writer(cli, orchestrator_id)
@@ -108,8 +112,8 @@ def rebuild(cli: Cli, orchestrator_id: str, fts: bool, vectors: bool, bulletin: 
         report = rebuild_parts(
             odb, fts=fts, vectors=vectors,
             bulletin=(lambda: write_bulletin(odb)) if bulletin else None,
-            embedder=bulk_embedder(settings.embedding) if vectors else None,
-            batch_size=settings.embedding.batch_size, progress=progress)
+            embedder=bulk_embedder(settings.embedding) if vectors or ann_index else None,
+            batch_size=settings.embedding.batch_size, progress=progress, ann_index=ann_index)
     finally:
         databases.close_all()
     emit({"ok": True, "orchestratorId": orchestrator_id, **report}, as_json,

@@ -20,6 +20,7 @@ from orchmem.models.embedding.reembed import remaining
 from orchmem.models.storage.db.database import Databases, known_orchestrators
 from orchmem.models.storage.db.degraded import degraded_info
 from orchmem.models.storage.delivery.deadletters import dead_letters
+from orchmem.models.storage.search import ann
 from orchmem.models.workspace.private import modes_report, private_dir
 from orchmem.tasks.maintenance import DEADLETTER_RETRY, REEMBED
 from orchmem.worker.cli.common import EXIT_UNAVAILABLE, Cli, emit, json_option, pass_cli
@@ -258,6 +259,13 @@ def check(cli: Cli, config: str | None, fix: bool, as_json: bool) -> None:
                 report["ok"] = False
         except OrchmemError as exc:
             entry = {"status": exc.code, "message": str(exc)}
+            report["ok"] = False
+        damaged = ann.verify(databases.workspace(orchestrator_id))
+        if damaged is not None:
+            entry["annIndex"] = damaged
+            entry.setdefault("message", f"vector index file {damaged}: `orchmem rebuild --ann "
+                             f"--orch {orchestrator_id}` makes it again (recall searches "
+                             "exactly meanwhile)")
             report["ok"] = False
         report["orchestrators"][orchestrator_id] = entry
     databases.close_all()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeAlias
 
 import numpy as np
 
@@ -31,6 +32,8 @@ from orchmem.models.storage.schema.tables import (
     MemoryEmbeddingRow,
     live,
 )
+from orchmem.models.storage.search import ann
+from orchmem.models.storage.search.hits import VectorHit, exact_scores
 
 _CACHE_KEY = "vector_index"
 #: From this many vectors on, :meth:`VectorIndex.top` ranks a float16 copy first.
@@ -39,12 +42,6 @@ ROUGH_FROM = 2048
 #: vectors: fp16 rounding of both sides is at most 2 * 2**-11 of sum |q_i v_i| <= 1
 #: (torch accumulates in float32); the largest seen on 10k MiniLM vectors was 1.6e-4.
 ROUGH_ERROR = 0.01
-
-
-@dataclass(frozen=True)
-class VectorHit:
-    memory_id: str
-    cosine: float
 
 
 @dataclass(frozen=True)
@@ -244,13 +241,6 @@ def dot(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
         return (torch.from_numpy(np.ascontiguousarray(matrix)) @ q).float().numpy()
 
 
-def exact_scores(rows: np.ndarray, query: np.ndarray) -> np.ndarray:
-    """``rows @ query`` summed in float64 row by row, rounded to float32: a row's score
-    does not depend on the other rows (a BLAS product's last bit does)."""
-    return (rows.astype(np.float64) * np.asarray(query, dtype=np.float64)).sum(axis=1) \
-        .astype(np.float32)
-
-
 def product_threads(threads: int) -> None:
     """Let torch use ``threads`` for the product (``embedding.torch_threads``; 0 = leave
     torch's default). On 2 busy cores a 2-thread product waits for a descheduled
@@ -276,19 +266,36 @@ def index_for(odb: OrchestratorDB, embedder: str, dim: int) -> VectorIndex:
     return index
 
 
-def current(odb: OrchestratorDB, index: VectorIndex | None, embedder: str,
-             dim: int) -> VectorIndex:
+#: What recall searches: the exact index in this process, or the index file (ann.py).
+Searchable: TypeAlias = "VectorIndex | ann.AnnIndex"
+
+
+def searchable(odb: OrchestratorDB, embedder: str, dim: int) -> Searchable:
+    """The index recall's vector stage uses in this snapshot: the approximate index file
+    when there is a usable one of at least ``retrieval.ann_threshold`` vectors (the
+    matrix is then not loaded), else :func:`index_for`."""
+    held = ann.reader(odb, embedder, dim)
+    return held if held is not None else index_for(odb, embedder, dim)
+
+
+def approximate(index: Searchable | None) -> bool:
+    """Whether ``index`` is the approximate index file (recall's bundle says so)."""
+    return isinstance(index, ann.AnnIndex)
+
+
+def current(odb: OrchestratorDB, index: Searchable | None, embedder: str,
+            dim: int) -> Searchable:
     """``index`` when it is the one for ``embedder`` and ``dim`` (refreshed by the caller
-    in this snapshot), else :func:`index_for`."""
+    in this snapshot), else :func:`searchable`."""
     if index is not None and index.embedder == embedder and index.dim == dim:
         return index
-    return index_for(odb, embedder, dim)
+    return searchable(odb, embedder, dim)
 
 
 def search(odb: OrchestratorDB, query: np.ndarray, *, embedder: str, limit: int,
            keep: Callable[[list[str]], set[str]] | None = None,
            within: Sequence[str] | None = None,
-           index: VectorIndex | None = None) -> tuple[list[VectorHit], int]:
+           index: Searchable | None = None) -> tuple[list[VectorHit], int]:
     """The top ``limit`` hits, ordered by cosine then memoryId, and the vectors searched.
 
     ``keep`` filters candidate ids (status, type: one SQL query per window); the window
@@ -298,6 +305,14 @@ def search(odb: OrchestratorDB, query: np.ndarray, *, embedder: str, limit: int,
     :func:`index_for` gave in this snapshot (no second refresh), if the caller has it.
     """
     index = current(odb, index, embedder, int(query.shape[0]))
+    if isinstance(index, ann.AnnIndex):
+        if within is not None:
+            found = _stored_scores(odb, index, query, within)
+            ranked = sorted(found.items(), key=lambda h: (-h[1], h[0]))
+            passing = keep([m for m, _ in ranked]) if keep else None
+            return [VectorHit(m, c) for m, c in ranked
+                    if passing is None or m in passing][:limit], len(index)
+        return ann.search(odb, index, query, limit, keep, _kept), len(index)
     with index.lock:
         total = len(index)
         if within is not None:
@@ -342,18 +357,43 @@ def _kept(hits: list[VectorHit], keep: Callable[[list[str]], set[str]],
 
 
 def similarities(odb: OrchestratorDB, query: np.ndarray, *, embedder: str,
-                 ids: Sequence[str], index: VectorIndex | None = None) -> dict[str, float]:
+                 ids: Sequence[str], index: Searchable | None = None) -> dict[str, float]:
     """The cosine of ``query`` with each of ``ids`` that has a vector of ``embedder``
     (``index`` as :func:`search` takes it)."""
     if not ids:
         return {}
     index = current(odb, index, embedder, int(query.shape[0]))
+    if isinstance(index, ann.AnnIndex):
+        return _stored_scores(odb, index, query, ids)
     with index.lock:
         present = sorted({m for m in ids if m in index.positions})
         if not present:
             return {}
         scores = dot(index.matrix[np.array([index.positions[m] for m in present])], query)
     return {m: float(c) for m, c in zip(present, scores, strict=True)}
+
+
+def _stored_scores(odb: OrchestratorDB, held: ann.AnnIndex, query: np.ndarray,
+                   ids: Sequence[str]) -> dict[str, float]:
+    """The cosine of ``query`` with the stored vector of each of ``ids`` that has one of
+    the index's embedder (read from memory_embeddings: the matrix is not in memory)."""
+    present: list[str] = []
+    blobs: list[bytes] = []
+    unique = sorted(set(ids))
+    for start in range(0, len(unique), 900):
+        chunk = unique[start:start + 900]
+        for memory_id, blob in odb.sql(
+                "SELECT memory_id, vector FROM memory_embeddings WHERE memory_id IN "
+                f"({', '.join('?' * len(chunk))}) AND embedder = ? AND dim = ? "
+                "ORDER BY memory_id", (*chunk, held.embedder, held.dim)):
+            present.append(memory_id)
+            blobs.append(blob)
+    if not present:
+        return {}
+    # A copy: torch refuses a read-only buffer.
+    matrix = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(present),
+                                                                    held.dim).copy()
+    return {m: float(c) for m, c in zip(present, dot(matrix, query), strict=True)}
 
 
 def store_embeddings(ids_and_vectors: Iterable[tuple[str, np.ndarray]], embedder: str) -> int:
