@@ -46,4 +46,6 @@ def test_a_kill_inside_a_steps_transaction_leaves_neither_its_memory_nor_its_eve
 
     again = step(tmp_path, run_id, "run")
     assert again.returncode == 0, again.stderr[-2000:]
-    assert counts(tmp_path, run_id) == (1, ["step_start", "prompt", "step_end"], 1)
+    # the memory's snapshot on the tape is written in the same transaction as the memory
+    assert counts(tmp_path, run_id) == (
+        1, ["step_start", "prompt", "memory_stored", "step_end"], 1)

@@ -1,4 +1,5 @@
-"""One collector, one Redis and one worker exporting to it, for every telemetry test."""
+"""One collector, one Redis and one worker exporting to it, per telemetry test module
+(torn down, telemetry shut down with it, before any other module runs)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from orchmem.models.telemetry import setup
 OTEL_ENV = {"OTEL_BSP_SCHEDULE_DELAY": "100", "OTEL_METRIC_EXPORT_INTERVAL": "1000"}
 
 
-@pytest.fixture(scope="package")
+@pytest.fixture(scope="module")
 def traced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Traced]:
     receiver = OtlpReceiver().start()
     redis = RedisServer(tmp_path_factory.mktemp("otel-redis")).start()
