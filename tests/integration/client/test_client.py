@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from orchmem_testing import WorkerProcess, free_port
+from orchmem_testing import WorkerProcess, free_port, wait_until
 
 from orchmem.config import Settings
 from orchmem.models.workspace.memlog import read_log
@@ -62,6 +62,10 @@ def test_bulletin_falls_back_to_the_last_snapshot_then_to_empty(isolated: Any) -
     client.write_back(memories=[{"type": "Goal", "content": "Ship the beta", "source": MANUAL}])
     live = client.bulletin(timeout=60)
     assert live.source == "live" and "Ship the beta" in live.text
+    # The worker writes the snapshot files after the caller has its answer (tasks/bulletin.py
+    # snapshots_later): a stop in between would leave none to fall back to.
+    snapshot = client.databases.workspace("snap").bulletins_dir / "latest.json"
+    wait_until(snapshot.exists, timeout=30, message="the bulletin snapshot")
     worker.stop()
     fallback = client.bulletin(timeout=1)
     assert fallback.source == "snapshot" and fallback.text == live.text

@@ -278,13 +278,16 @@ def test_a_reader_sends_no_task_events_and_counts_recalls_in_prometheus(isolated
     try:
         bundle = MemoryClient(orch, settings, remote=True).recall("when is the kiln fired?")
         assert bundle.warnings == [] and "kiln" in bundle.nodes[0].memory.content
-        text = wait_until(lambda: (lambda t: t if "orchmem.read.recall" in t else None)(
+        # The count, and what its recall saw of the projections
+        # (docs/operations/tracing.md#metrics): the reader's child writes its metrics
+        # files one by one, after the answer is sent, so the scrape waits for all three.
+        expected = ['orchmem_tasks_total{outcome="SUCCESS",task="orchmem.read.recall"} 1.0',
+                    'orchmem_projection_lag{projection="vectors"} 0.0',
+                    'orchmem_projection_lag{projection="episodes"} 0.0']
+        text = wait_until(lambda: (lambda t: t if all(e in t for e in expected) else None)(
             urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5)
             .read().decode()), 30, message="reader metrics")
-        assert 'orchmem_tasks_total{outcome="SUCCESS",task="orchmem.read.recall"} 1.0' in text
-        # What its recall saw of the projections (docs/operations/tracing.md#metrics).
-        assert 'orchmem_projection_lag{projection="vectors"} 0.0' in text
-        assert 'orchmem_projection_lag{projection="episodes"} 0.0' in text
+        assert all(e in text for e in expected)
         # A write-back's task-sent event shows that the channel carries events.
         MemoryClient(orch, settings).write_back(memories=[_memory("The glaze is blue")])
         seen = []
