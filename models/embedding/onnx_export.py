@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from orchmem.config import EmbeddingError
+from orchmem.models.workspace.atomic import file_sha256
 from orchmem.models.workspace.private import private_dir
 
 logger = logging.getLogger(__name__)
@@ -54,14 +55,6 @@ class Export:
     key: str
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def model_key(model_dir: Path) -> str:
     """A hash of the model's files and the export format: the export's cache key."""
     digest = hashlib.sha256(EXPORT_FORMAT.encode())
@@ -69,7 +62,7 @@ def model_key(model_dir: Path) -> str:
         path = model_dir / name
         if path.is_file():
             digest.update(name.encode())
-            digest.update(_sha256(path).encode())
+            digest.update(file_sha256(path).encode())
     return digest.hexdigest()[:16]
 
 
@@ -126,7 +119,7 @@ def _check(graph: Path, manifest: Path, key: str) -> str | None:
         return "manifest of another model"
     if recorded.get("size") != size:
         return f"graph is {size} bytes, manifest says {recorded.get('size')}"
-    if recorded.get("sha256") != _sha256(graph):
+    if recorded.get("sha256") != file_sha256(graph):
         return "graph content does not match its manifest"
     return None
 
@@ -166,7 +159,7 @@ def _export(model_dir: Path, graph: Path) -> tuple[int, str]:
                               dynamic_axes={**axes, "embedding": {0: "batch"}},
                               opset_version=17, dynamo=False)
         _verify(tmp, pooled, example)
-        size, sha = tmp.stat().st_size, _sha256(tmp)
+        size, sha = tmp.stat().st_size, file_sha256(tmp)
         os.replace(tmp, graph)
     finally:
         tmp.unlink(missing_ok=True)

@@ -1,7 +1,9 @@
-"""Replacing a small file atomically: readers see the old text or the new, never half."""
+"""Files made to last: a small file replaced atomically (readers see the old text or the
+new, never half), a path synced to disk, a file's digest."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -22,3 +24,21 @@ def write_atomically(path: Path, text: str, *, durable: bool = True) -> None:
             fh.flush()
             os.fsync(fh.fileno())
     os.replace(tmp, path)
+
+
+def fsync_path(path: Path) -> None:
+    """Flush ``path`` (a file, or a folder after a rename inside it) to disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of the file at ``path``, read in 4 MiB blocks."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 22), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -30,6 +30,7 @@ from orchmem.models.storage.schema.tables import (
     META_ORCHESTRATOR_ID,
     META_SCHEMA_VERSION,
 )
+from orchmem.models.workspace.atomic import fsync_path
 from orchmem.models.workspace.folders import Workspace
 from orchmem.models.workspace.private import private_database, private_dir
 
@@ -58,14 +59,6 @@ def _stamp() -> str:
     return format_ts(utc_now()).replace("-", "").replace(":", "").replace(".", "")
 
 
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def copy_into(source: sqlite3.Connection, path: Path) -> None:
     """The backup API from ``source`` into a new file at ``path`` (rollback journal)."""
     private_database(path)
@@ -92,7 +85,7 @@ def take_backup(odb: OrchestratorDB, reason: str) -> Path:
         with partial.open("rb+") as fh:
             os.fsync(fh.fileno())
         partial.replace(path)
-        _fsync_dir(folder)
+        fsync_path(folder)
     except (OSError, sqlite3.Error) as exc:
         partial.unlink(missing_ok=True)
         raise StorageError(f"cannot back up the memory of {odb.orchestrator_id!r} into "

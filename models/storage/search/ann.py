@@ -27,7 +27,6 @@ the graph, overwrites its bytes (:func:`_erase`) and rewrites the file.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
@@ -42,6 +41,7 @@ import numpy as np
 from orchmem.models.storage.db.database import OrchestratorDB
 from orchmem.models.storage.schema.tables import META_EMBEDDING_DELETES, META_EMBEDDING_SEQ
 from orchmem.models.storage.search.hits import VectorHit, exact_scores
+from orchmem.models.workspace.atomic import file_sha256, fsync_path
 from orchmem.models.workspace.folders import Workspace
 
 logger = logging.getLogger(__name__)
@@ -165,7 +165,7 @@ def verify(workspace: Workspace) -> str | None:
             return "header without an index file"
         if path.stat().st_size != header.size:
             return "truncated (its size is not the header's)"
-        if _sha256(path) != header.sha256:
+        if file_sha256(path) != header.sha256:
             return "corrupt (its sha256 is not the header's)"
         if Index.metadata(str(path)) is None:
             return "corrupt (usearch cannot read it)"
@@ -179,14 +179,6 @@ def verify(workspace: Workspace) -> str | None:
 def load(path: Path) -> Any:
     """The index in the file at ``path``, read into memory (None when usearch cannot)."""
     return _index_class().restore(str(path))
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 22), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 # -- readers ---------------------------------------------------------------------------
@@ -373,9 +365,9 @@ def _save(workspace: Workspace, index: Any, embedder: str, dim: int, seq: int,
     os.close(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
     try:
         index.save(str(temporary))
-        _fsync(temporary)
+        fsync_path(temporary)
         header = Header(embedder, dim, len(index), seq, deletes, temporary.stat().st_size,
-                        _sha256(temporary))
+                        file_sha256(temporary))
         header_temporary = header_path.with_name(f".{HEADER_NAME}.{os.getpid()}.tmp")
         fd = os.open(header_temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as handle:
@@ -387,14 +379,6 @@ def _save(workspace: Workspace, index: Any, embedder: str, dim: int, seq: int,
     finally:
         temporary.unlink(missing_ok=True)
     return header
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def remove_files(workspace: Workspace) -> None:
